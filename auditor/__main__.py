@@ -1,0 +1,5 @@
+"""``python -m auditor``."""
+
+from auditor.cli import main
+
+raise SystemExit(main())

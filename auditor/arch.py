@@ -1,0 +1,171 @@
+"""The architecture catalogue: nvcc compile targets and device capabilities, read from data.
+
+Two finite domains (see DESIGN.md): the *target* domain (every nvcc ``-arch`` target with
+exactly the macros nvcc defines for it, plus ``host``) and the *device* domain (compute
+capabilities seen by Python runtime checks). Nothing here knows a particular architecture;
+everything comes from ``data/nvcc-targets.json`` and ``data/devices.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Iterable
+
+HOST = "host"
+_TARGET_NAME = re.compile(r"^(?:sm_|compute_)?(\d+)([af]?)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A target the user asked about: a capability, or one exact nvcc variant of it."""
+
+    label: str
+    """What the user wrote, normalised: ``12.0`` or ``sm_120a``."""
+    capability: str
+    """The device capability it runs on, ``12.0``."""
+    variants: tuple[str, ...]
+    """nvcc targets that count for it: all of ``sm_120, sm_120a, sm_120f`` for ``12.0``."""
+
+
+def _load(name: str) -> dict:
+    return json.loads(resources.files("auditor").joinpath("data", name).read_text("utf-8"))
+
+
+@cache
+def target_macros() -> dict[str, dict[str, int]]:
+    """Macros (name -> integer value) that each nvcc target defines; ``host`` defines none."""
+    table = {HOST: {}}
+    for name, macros in _load("nvcc-targets.json")["targets"].items():
+        table[name] = {k: int(v) for k, v in macros.items()}
+    return table
+
+
+@cache
+def target_order() -> tuple[str, ...]:
+    """All targets, ``host`` first, then nvcc targets by number and variant (plain, a, f)."""
+    names = [n for n in target_macros() if n != HOST]
+    return (HOST, *sorted(names, key=_target_key))
+
+
+def device_targets() -> tuple[str, ...]:
+    """Every target except ``host``."""
+    return target_order()[1:]
+
+
+@cache
+def capabilities() -> tuple[str, ...]:
+    """The device domain, ascending."""
+    return tuple(_load("devices.json")["capabilities"])
+
+
+def _target_key(name: str) -> tuple[int, int]:
+    m = _TARGET_NAME.match(name)
+    assert m, name
+    return int(m.group(1)), "af".find(m.group(2)) + 1 if m.group(2) else 0
+
+
+def capability_of(target: str) -> str:
+    """``sm_120a`` -> ``12.0``; ``compute_90`` -> ``9.0``."""
+    m = _TARGET_NAME.match(target)
+    if not m:
+        raise ValueError(f"not an nvcc target: {target!r}")
+    number = int(m.group(1))
+    return f"{number // 10}.{number % 10}"
+
+
+def parse_target(text: str) -> Target:
+    """Read ``12.0``, ``12.1``, ``120``, ``sm_120``, ``sm_120a`` as a requested target.
+
+    A capability (``12.0``, ``120``, ``sm_120``) counts every nvcc variant of it; a variant
+    with a suffix (``sm_120a``) counts only itself.
+    """
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+\.\d", t):
+        cap = t
+        label = t
+        suffix = ""
+    else:
+        m = _TARGET_NAME.match(t)
+        if not m:
+            raise ValueError(f"unknown target {text!r} (use e.g. 12.0, 120, sm_120a)")
+        cap = capability_of(t)
+        suffix = m.group(2)
+        label = f"sm_{m.group(1)}{suffix}" if suffix else cap
+    variants = tuple(v for v in device_targets() if capability_of(v) == cap and (not suffix or v == label))
+    if not variants and cap not in capabilities():
+        raise ValueError(f"unknown target {text!r}: neither an nvcc target nor a known capability")
+    return Target(label=label, capability=cap, variants=variants)
+
+
+def parse_targets(text: str) -> tuple[Target, ...]:
+    """A comma list of targets, in the order given, without repeats."""
+    seen: dict[str, Target] = {}
+    for part in text.split(","):
+        if part.strip():
+            t = parse_target(part)
+            seen.setdefault(t.label, t)
+    if not seen:
+        raise ValueError("no target given")
+    return tuple(seen.values())
+
+
+DEFAULT_TARGETS = "12.0,12.1"
+
+
+def admits_target(domain: str, admits: Iterable[str], target: Target) -> bool:
+    """Whether a gate's admitted set lets ``target`` in.
+
+    In the target domain a capability is admitted when any of its nvcc variants is; in the
+    device domain the capability itself must be admitted.
+    """
+    admitted = set(admits)
+    if domain == "target":
+        return any(v in admitted for v in target.variants)
+    return target.capability in admitted
+
+
+def admitting_variants(admits: Iterable[str], target: Target) -> tuple[str, ...]:
+    """Which nvcc variants of ``target`` a target-domain set admits (for the report)."""
+    admitted = set(admits)
+    return tuple(v for v in target.variants if v in admitted)
+
+
+def domain_order(domain: str) -> tuple[str, ...]:
+    """The ordered universe of a domain."""
+    return target_order() if domain == "target" else capabilities()
+
+
+def sort_archs(domain: str, archs: Iterable[str]) -> tuple[str, ...]:
+    """Order a set of archs as its domain orders them (unknown names last, by name)."""
+    order = {a: i for i, a in enumerate(domain_order(domain))}
+    return tuple(sorted(set(archs), key=lambda a: (order.get(a, len(order)), a)))
+
+
+def compact(domain: str, admits: Iterable[str]) -> str:
+    """A short human form: runs of consecutive archs as ``first…last``; host last.
+
+    ``sm_90, sm_90a, …, sm_110f`` -> ``sm_90…sm_110f``; the empty set -> ``none``.
+    """
+    universe = [a for a in domain_order(domain) if a != HOST]
+    admitted = set(admits)
+    if not admitted:
+        return "none"
+    if admitted >= set(domain_order(domain)):
+        return "all"
+    runs: list[list[str]] = []
+    prev_in = False
+    for a in universe:
+        if a in admitted:
+            if prev_in:
+                runs[-1].append(a)
+            else:
+                runs.append([a])
+        prev_in = a in admitted
+    parts = [r[0] if len(r) == 1 else (f"{r[0]}, {r[1]}" if len(r) == 2 else f"{r[0]}…{r[-1]}") for r in runs]
+    if HOST in admitted:
+        parts.append(HOST)
+    return ", ".join(parts)

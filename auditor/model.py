@@ -1,0 +1,130 @@
+"""The data model: frozen records that flow one way, sources -> gates -> findings -> reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file to scan, already read into memory."""
+
+    path: str
+    """Relative to the input root, '/'-separated."""
+    data: bytes
+    """The raw bytes; decoding is the extractor's job, so a bad encoding is reported there."""
+    language: str
+    """``python`` or ``cuda`` (C, C++, CUDA and their templates)."""
+    input: str = ""
+    """The input this file came from, as the user named it."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputInfo:
+    """One scanned input, as the JSON contract lists it."""
+
+    path: str
+    kind: str
+    """``dir``, ``wheel``, ``sdist``, ``installed`` or ``git``."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileError:
+    """A file (or input) that could not be scanned, and why, in one line."""
+
+    file: str
+    reason: str
+    input: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """A token with known arch requirements found inside a gate's guarded region."""
+
+    token: str
+    """The text as found (``cudaGridDependencySynchronize``, ``wgmma.mma_async``)."""
+    line: int
+    feature: str
+    """What it is, from the fact table."""
+    min_arch: str
+    on_target: tuple[tuple[str, str], ...] = ()
+    """Per capability ``(12.0, yes|no|sm_120a-only)`` from the fact table."""
+    notes: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """A derived macro or predicate that the evaluation went through, with where it is defined."""
+
+    name: str
+    file: str
+    line: int
+    detail: str = ""
+    """How it was used: the definition's condition, or a predicate's admitted set."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """One architecture gate and its evaluation: the set of archs on which its code is taken."""
+
+    id: str
+    """Stable fingerprint: survives line moves (file, kind, context, normalised condition, ordinal)."""
+    file: str
+    line: int
+    end_line: int
+    language: str
+    kind: str
+    expression: str
+    """The condition as written, on one line."""
+    domain: str
+    """``target`` (nvcc targets + host) or ``device`` (compute capabilities)."""
+    admits: tuple[str, ...]
+    """Ordered as the domain orders it."""
+    unknowns: tuple[str, ...] = ()
+    resolved_by: str = "literal"
+    features: tuple[Feature, ...] = ()
+    resolutions: tuple[Resolution, ...] = ()
+    chain: tuple[str, ...] = ()
+    """The effective condition, outermost first: enclosing branches, negated earlier siblings, own."""
+    context: str = ""
+    """The enclosing function or macro, when known."""
+    guards: str = ""
+    """``reject`` when the gate guards an error path (Python ``if not ok: raise``)."""
+    name_implies: tuple[str, ...] = ()
+    """Archs a predicate's name promises, when that differs from what it admits."""
+    body_lines: tuple[int, int] = (0, 0)
+    """First and last line of the guarded region (0, 0 when none)."""
+    input: str = ""
+    """The input the file came from."""
+    package: str = ""
+    """Top-level package or folder the file belongs to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Why a person should care about a gate: a rule that matched it."""
+
+    rule: str
+    severity: str
+    gate: str
+    file: str
+    line: int
+    message: str
+    confidence: str = "high"
+    classification: str = ""
+    """``hardware``, ``conservative`` or ``unknown`` for gates that exclude the target."""
+    input: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditResult:
+    """Everything a report needs; renderers are pure functions of this."""
+
+    tool_version: str
+    targets: tuple  # tuple[arch.Target, ...]
+    inputs: tuple[InputInfo, ...]
+    gates: tuple[Gate, ...]
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[FileError, ...] = ()
+    extras: tuple[tuple[str, object], ...] = field(default=())
+    """Named additions from later stages (binary listings, suppressions) as (key, value)."""
