@@ -1,0 +1,23 @@
+"""Stable gate fingerprints: the same gate keeps its id when lines move around it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise(expression: str) -> str:
+    """Whitespace-insensitive form of a condition."""
+    return _SPACE.sub("", expression)
+
+
+def gate_id(file: str, kind: str, context: str, expression: str, ordinal: int) -> str:
+    """Fingerprint of a gate from what identifies it, not from where it sits.
+
+    ``ordinal`` tells apart identical conditions in the same file and context (0, 1, ...),
+    counted in source order.
+    """
+    key = "\0".join((file, kind, context, normalise(expression), str(ordinal)))
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
