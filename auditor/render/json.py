@@ -1,0 +1,75 @@
+"""The ``archaudit/1`` JSON document (DESIGN.md), built field by field from the model."""
+
+from __future__ import annotations
+
+import json
+
+from auditor import arch
+from auditor.model import AuditResult, Gate
+
+SCHEMA = "archaudit/1"
+
+
+def verdicts(gate: Gate, targets) -> dict[str, str]:
+    """``{"12.0": "admits" | "excludes", ...}`` for the requested targets."""
+    return {t.label: "admits" if arch.admits_target(gate.domain, gate.admits, t) else "excludes" for t in targets}
+
+
+def gate_document(gate: Gate, targets) -> dict:
+    """One gate as the contract spells it, plus a few extra fields."""
+    v = verdicts(gate, targets)
+    doc = {
+        "id": gate.id,
+        "file": gate.file,
+        "line": gate.line,
+        "end_line": gate.end_line,
+        "language": gate.language,
+        "kind": gate.kind,
+        "expression": gate.expression,
+        "domain": gate.domain,
+        "admits": list(gate.admits),
+        "excludes_target": "excludes" in v.values(),
+        "verdicts": v,
+        "unknowns": list(gate.unknowns),
+        "resolved_by": gate.resolved_by,
+        "features": [
+            {"token": f.token, "line": f.line, "feature": f.feature, "min_arch": f.min_arch,
+             "on_target": dict(f.on_target)}
+            for f in gate.features
+        ],
+        "resolutions": [{"name": r.name, "file": r.file, "line": r.line, "detail": r.detail} for r in gate.resolutions],
+        "chain": list(gate.chain),
+        "body": list(gate.body_lines),
+        "context": gate.context,
+        "package": gate.package,
+        "input": gate.input,
+    }
+    if gate.domain == "target":
+        doc["admitting_variants"] = {t.label: list(arch.admitting_variants(gate.admits, t)) for t in targets}
+    if gate.guards:
+        doc["guards"] = gate.guards
+    if gate.name_implies:
+        doc["name_implies"] = list(gate.name_implies)
+    return doc
+
+
+def document(result: AuditResult) -> dict:
+    """The whole result as a JSON-ready dict."""
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "archaudit", "version": result.tool_version},
+        "targets": [t.label for t in result.targets],
+        "inputs": [{"path": i.path, "kind": i.kind} for i in result.inputs],
+        "gates": [gate_document(g, result.targets) for g in result.gates],
+        "findings": [
+            {"rule": f.rule, "severity": f.severity, "gate": f.gate, "file": f.file, "line": f.line,
+             "message": f.message, "confidence": f.confidence, "classification": f.classification}
+            for f in result.findings
+        ],
+        "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
+    }
+
+
+def render(result: AuditResult) -> str:
+    """Deterministic JSON text."""
+    return json.dumps(document(result), indent=2, ensure_ascii=False) + "\n"

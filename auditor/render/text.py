@@ -1,0 +1,43 @@
+"""Plain-text report: gates grouped by file, with a compact admitted set and per-target verdicts."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from auditor import arch
+from auditor.model import AuditResult
+from auditor.render.json import verdicts
+
+
+def render(result: AuditResult, only_excluding: bool = False) -> str:
+    """Text for people; ``only_excluding`` keeps gates that turn a target away."""
+    targets = result.targets
+    lines: list[str] = []
+    findings = {}
+    for f in result.findings:
+        findings.setdefault(f.gate, []).append(f)
+    shown = [g for g in result.gates if not only_excluding or "excludes" in verdicts(g, targets).values()]
+    for (inp, path), group in groupby(shown, key=lambda g: (g.input, g.file)):
+        lines.append(f"{path}" + (f"  [{inp}]" if len(result.inputs) > 1 else ""))
+        for g in group:
+            v = verdicts(g, targets)
+            verdict = "  ".join(f"{t}:{'ok' if x == 'admits' else 'EXCLUDED'}" for t, x in v.items())
+            lines.append(f"  {g.line:>5}  {g.kind:<18} {g.expression}")
+            lines.append(f"         admits {arch.compact(g.domain, g.admits)}   {verdict}")
+            if g.unknowns:
+                lines.append(f"         depends on {', '.join(g.unknowns)}")
+            for r in g.resolutions[:3]:
+                lines.append(f"         via {r.name} ({r.file}:{r.line})")
+            if g.features:
+                lines.append("         uses " + ", ".join(f.token for f in g.features[:6]))
+            for f in findings.get(g.id, []):
+                lines.append(f"         [{f.severity}] {f.rule}: {f.message}")
+        lines.append("")
+    for e in result.errors:
+        lines.append(f"error: {e.file}: {e.reason}")
+    excluding = sum(1 for g in result.gates if "excludes" in verdicts(g, targets).values())
+    lines.append(
+        f"{len(result.gates)} gates, {excluding} exclude {'/'.join(t.label for t in targets)}, "
+        f"{len(result.findings)} findings, {len(result.errors)} errors"
+    )
+    return "\n".join(lines) + "\n"

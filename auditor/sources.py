@@ -1,0 +1,379 @@
+"""Inputs -> source files: directories, wheels/zips, sdists, installed distributions, site-packages.
+
+One provider per kind, each yielding :class:`SourceFile` records and :class:`FileError`s for
+files it could not read. Archives are read in memory: nothing is extracted to disk, nothing
+scanned is imported or executed, and hostile member paths (absolute, ``..``) are refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterator, Optional, Sequence, Union
+
+import pathspec
+
+from auditor.model import FileError, InputInfo, SourceFile
+
+C_EXTENSIONS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".cpp", ".cc", ".cxx", ".c"})
+TEMPLATE_EXTENSIONS = frozenset({".jinja", ".jinja2", ".in"})
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Larger source files are listed as errors, not read (a 100 MB header is not source)."""
+MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
+"""Total uncompressed bytes read from one archive before it is refused as a bomb."""
+_TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
+
+Item = Union[SourceFile, FileError]
+
+
+class InputError(Exception):
+    """An input that cannot be read at all (exit 2)."""
+
+
+def language_of(path: str, head: bytes = b"") -> Optional[str]:
+    """``python``, ``cuda`` or None (not scanned), from the name and, for templates, the text."""
+    p = PurePosixPath(path)
+    suffix = p.suffix.lower()
+    if suffix == ".py":
+        return "python"
+    if suffix in C_EXTENSIONS:
+        return "cuda"
+    if suffix in TEMPLATE_EXTENSIONS:
+        inner = PurePosixPath(p.stem).suffix.lower()
+        if inner in C_EXTENSIONS:
+            return "cuda"
+        if inner == "" and _TEMPLATE_HINT.search(head):
+            return "cuda"
+    return None
+
+
+def wanted(path: str) -> bool:
+    """Could the file be scanned (cheap, by name)?"""
+    p = PurePosixPath(path)
+    return p.suffix.lower() in C_EXTENSIONS | TEMPLATE_EXTENSIONS | {".py"}
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """``--include``/``--exclude`` globs (gitignore syntax), matched on reported paths."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def accepts(self, path: str) -> bool:
+        """Whether a reported path passes the globs."""
+        if self.include and not pathspec.PathSpec.from_lines("gitwildmatch", self.include).match_file(path):
+            return False
+        return not (self.exclude and pathspec.PathSpec.from_lines("gitwildmatch", self.exclude).match_file(path))
+
+
+def _make(path: str, data: bytes, origin: str) -> Optional[Item]:
+    lang = language_of(path, data[:4096])
+    if lang is None:
+        return None
+    return SourceFile(path=path, data=data, language=lang, input=origin)
+
+
+class Provider:
+    """One input; ``collect()`` yields its files (and per-file errors)."""
+
+    kind = ""
+
+    def __init__(self, spec: str, filters: Filters = Filters()):
+        self.spec = spec
+        self.filters = filters
+
+    def info(self) -> InputInfo:
+        """How the input appears in the report."""
+        return InputInfo(path=self.spec, kind=self.kind)
+
+    def collect(self) -> Iterator[Item]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class DirectoryProvider(Provider):
+    """A tree on disk; symlinked files are read, symlinked directories are not followed."""
+
+    kind = "dir"
+
+    def __init__(self, spec: str, filters: Filters = Filters(), root: Optional[Path] = None, kind: str = "dir"):
+        super().__init__(spec, filters)
+        self.root = Path(root or spec)
+        self.kind = kind
+
+    def collect(self) -> Iterator[Item]:
+        root = self.root
+        if not root.is_dir():
+            raise InputError(f"{self.spec}: not a directory")
+        real_root = os.path.realpath(root)
+        for dirpath, dirnames, filenames in os.walk(root, onerror=None):
+            dirnames.sort()
+            rel_dir = os.path.relpath(dirpath, root)
+            for d in list(dirnames):
+                full = os.path.join(dirpath, d)
+                if os.path.islink(full):
+                    dirnames.remove(d)
+                    target = os.path.realpath(full)
+                    rel = _rel(rel_dir, d)
+                    if real_root == target or real_root.startswith(target + os.sep) or dirpath.startswith(target):
+                        yield FileError(rel, "symlink loop: directory link points to its own ancestor", self.spec)
+            for name in sorted(filenames):
+                rel = _rel(rel_dir, name)
+                if not wanted(rel) or not self.filters.accepts(rel):
+                    continue
+                item = self.read(os.path.join(dirpath, name), rel)
+                if item is not None:
+                    yield item
+
+    def read(self, full: str, rel: str) -> Optional[Item]:
+        """Read one file, turning OS errors into one-line reasons."""
+        try:
+            st = os.stat(full)
+            if not stat.S_ISREG(st.st_mode):
+                return FileError(rel, "not a regular file", self.spec)
+            if st.st_size > MAX_FILE_BYTES:
+                return FileError(rel, f"file too large ({st.st_size} bytes > {MAX_FILE_BYTES})", self.spec)
+            with open(full, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            reason = "symlink loop" if exc.errno == 40 else (exc.strerror or str(exc)).lower()
+            return FileError(rel, reason, self.spec)
+        return _make(rel, data, self.spec)
+
+
+def _rel(rel_dir: str, name: str) -> str:
+    return name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
+
+
+def _safe_member(name: str) -> Optional[str]:
+    """A member path fit to report, or None when it is absolute or climbs out (zip-slip)."""
+    name = name.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return None
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        return None
+    return "/".join(parts)
+
+
+class ZipProvider(Provider):
+    """A wheel or zip, read in memory."""
+
+    kind = "wheel"
+
+    def collect(self) -> Iterator[Item]:
+        try:
+            zf = zipfile.ZipFile(self.spec)
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            raise InputError(f"{self.spec}: not a readable zip archive ({_reason(exc)})") from None
+        total = 0
+        with zf:
+            for info in sorted(zf.infolist(), key=lambda i: i.filename):
+                if info.is_dir():
+                    continue
+                path = _safe_member(info.filename)
+                if path is None:
+                    yield FileError(info.filename, "unsafe archive path (absolute or '..'), skipped", self.spec)
+                    continue
+                if not wanted(path) or not self.filters.accepts(path):
+                    continue
+                if info.file_size > MAX_FILE_BYTES:
+                    yield FileError(path, f"member too large ({info.file_size} bytes > {MAX_FILE_BYTES})", self.spec)
+                    continue
+                total += info.file_size
+                if total > MAX_ARCHIVE_BYTES:
+                    yield FileError(path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (zip bomb?)", self.spec)
+                    return
+                try:
+                    with zf.open(info) as fh:
+                        data = fh.read(MAX_FILE_BYTES + 1)
+                except Exception as exc:  # zipfile raises many kinds on corrupt members
+                    yield FileError(path, f"corrupt archive member ({_reason(exc)})", self.spec)
+                    continue
+                if len(data) > MAX_FILE_BYTES:
+                    yield FileError(path, "member expands past its declared size (zip bomb?)", self.spec)
+                    continue
+                item = _make(path, data, self.spec)
+                if item is not None:
+                    yield item
+
+
+class TarProvider(Provider):
+    """An sdist (``.tar.gz``/``.tgz``), read in memory; its single top folder is stripped."""
+
+    kind = "sdist"
+
+    def collect(self) -> Iterator[Item]:
+        try:
+            tf = tarfile.open(self.spec, "r:*")
+            members = tf.getmembers()
+        except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
+            raise InputError(f"{self.spec}: not a readable tar archive ({_reason(exc)})") from None
+        tops = {m.name.replace("\\", "/").lstrip("./").split("/", 1)[0] for m in members if m.name.strip("./")}
+        strip = len(tops) == 1 and any(m.isdir() or "/" in m.name for m in members)
+        total = 0
+        with tf:
+            for m in sorted(members, key=lambda m: m.name):
+                path = _safe_member(m.name)
+                if path is None:
+                    yield FileError(m.name, "unsafe archive path (absolute or '..'), skipped", self.spec)
+                    continue
+                if strip:
+                    path = path.split("/", 1)[1] if "/" in path else ""
+                if not path or m.isdir():
+                    continue
+                if not wanted(path) or not self.filters.accepts(path):
+                    continue
+                if m.issym() or m.islnk():
+                    yield FileError(path, f"link in archive (to {m.linkname!r}), not followed", self.spec)
+                    continue
+                if not m.isfile():
+                    continue
+                if m.size > MAX_FILE_BYTES:
+                    yield FileError(path, f"member too large ({m.size} bytes > {MAX_FILE_BYTES})", self.spec)
+                    continue
+                total += m.size
+                if total > MAX_ARCHIVE_BYTES:
+                    yield FileError(path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (tar bomb?)", self.spec)
+                    return
+                try:
+                    fh = tf.extractfile(m)
+                    data = fh.read() if fh else b""
+                except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+                    yield FileError(path, f"corrupt archive member ({_reason(exc)})", self.spec)
+                    continue
+                item = _make(path, data, self.spec)
+                if item is not None:
+                    yield item
+
+
+class InstalledProvider(Provider):
+    """An installed distribution by name: the files its metadata lists, relative to site-packages."""
+
+    kind = "installed"
+
+    def collect(self) -> Iterator[Item]:
+        from importlib import metadata
+
+        try:
+            dist = metadata.distribution(self.spec)
+        except metadata.PackageNotFoundError:
+            raise InputError(f"{self.spec}: no such input (not a path, and no installed distribution of that name)") from None
+        files = dist.files or []
+        reader = DirectoryProvider(self.spec, self.filters)
+        for f in sorted(files, key=str):
+            rel = str(f).replace(os.sep, "/")
+            if rel.startswith("..") or not wanted(rel) or not self.filters.accepts(rel):
+                continue
+            item = reader.read(str(dist.locate_file(f)), rel)
+            if item is not None:
+                yield item
+
+
+def site_packages() -> list[str]:
+    """The running interpreter's purelib and platlib (once each)."""
+    paths = sysconfig.get_paths()
+    out: list[str] = []
+    for key in ("purelib", "platlib"):
+        p = paths.get(key)
+        if p and os.path.isdir(p) and os.path.realpath(p) not in map(os.path.realpath, out):
+            out.append(p)
+    return out
+
+
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+
+
+def download(requirement: str, cache_dir: Path) -> Path:
+    """``name==version`` -> the archive ``pip download --no-deps`` fetches, cached per requirement.
+
+    Only wheels: fetching an sdist makes pip run its build backend, and archaudit never
+    executes scanned code. Give an sdist as a file instead.
+    """
+    name, version = requirement.split("==", 1)
+    slot = cache_dir / f"{re.sub(r'[-_.]+', '-', name).lower()}=={version}"
+    cached = sorted(slot.glob("*.whl")) if slot.is_dir() else []
+    if cached:
+        return cached[0]
+    slot.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(slot), requirement],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL,
+    )
+    found = sorted(slot.glob("*.whl"))
+    if proc.returncode == 0 and found:
+        return found[0]
+    last = next((ln for ln in reversed(proc.stderr.splitlines()) if ln.startswith("ERROR")), "")
+    raise InputError(f"{requirement}: no wheel could be downloaded ({last.removeprefix('ERROR: ') or 'pip failed'})")
+
+
+def provider_for(spec: str, filters: Filters = Filters(), cache_dir: Optional[Path] = None) -> Provider:
+    """Pick the provider for one input as the user named it."""
+    p = Path(spec)
+    if p.is_dir():
+        return DirectoryProvider(spec, filters)
+    if p.exists():
+        name = p.name.lower()
+        if name.endswith((".whl", ".zip")):
+            return ZipProvider(spec, filters)
+        if name.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz")):
+            return TarProvider(spec, filters)
+        if p.is_file():
+            return SingleFileProvider(spec, filters)
+    if _REQUIREMENT.match(spec) and cache_dir is not None:
+        archive = download(spec, cache_dir)
+        inner = provider_for(str(archive), filters)
+        inner.spec = spec
+        return inner
+    if not p.exists() and not p.is_symlink() and re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", spec):
+        return InstalledProvider(spec, filters)
+    if p.is_symlink():
+        raise InputError(f"{spec}: broken or looping symlink")
+    raise InputError(f"{spec}: no such file, directory or installed distribution")
+
+
+class SingleFileProvider(Provider):
+    """One source file named directly (pre-commit passes file names)."""
+
+    kind = "dir"
+
+    def collect(self) -> Iterator[Item]:
+        p = Path(self.spec)
+        item = DirectoryProvider(self.spec, self.filters).read(str(p), p.name)
+        if item is None:
+            return
+        if isinstance(item, SourceFile):
+            item = SourceFile(self.spec.replace(os.sep, "/"), item.data, item.language, self.spec)
+        yield item
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def providers(specs: Sequence[str], filters: Filters = Filters(), cache_dir: Optional[Path] = None) -> list[Provider]:
+    """Providers for the command line's inputs; none given means this interpreter's site-packages."""
+    if not specs:
+        return [DirectoryProvider(p, filters, kind="installed") for p in site_packages()]
+    return [provider_for(s, filters, cache_dir) for s in specs]
+
+
+def read_all(provider: Provider) -> tuple[list[SourceFile], list[FileError]]:
+    """Drain a provider into files and errors."""
+    files: list[SourceFile] = []
+    errors: list[FileError] = []
+    for item in provider.collect():
+        (files if isinstance(item, SourceFile) else errors).append(item)
+    return files, errors
+
+

@@ -1,0 +1,59 @@
+"""Differential test: archaudit's admitted sets against g++'s preprocessor, branch by branch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from auditor import arch
+from auditor.cuda_gates import decode, scan_file
+from auditor.preprocessor import Evaluator, MacroTable
+from auditor.sources import DirectoryProvider, read_all
+from tests import oracle
+from tests.conftest import FIXTURES, wheel
+
+pytestmark = pytest.mark.skipif(oracle.GXX is None, reason="needs g++ as the oracle")
+
+
+def compare(files, tmp_path: Path) -> int:
+    """Compare every arch-only branch; return how many were compared."""
+    texts = {f.path: decode(f) for f in files if f.language == "cuda"}
+    texts = {p: t for p, t in texts.items() if isinstance(t, str)}
+    scans = [scan_file(f) for f in files if f.path in texts]
+    scans = [s for s in scans if hasattr(s, "structure")]
+    texts = {s.path: texts[s.path] for s in scans}
+    table = MacroTable.build((s.path, s.structure) for s in scans)
+    evaluator = Evaluator(table)
+    truth = oracle.admitted(texts, tmp_path)
+    targets = arch.target_order()
+    compared = 0
+    disagreements = []
+    for s in scans:
+        for b in oracle.comparable_branches(s.path, texts[s.path]):
+            reach, unknowns, derived = evaluator.effective(b.inherited + b.local)
+            ours = {t for t, r in zip(targets, reach) if r is not False}
+            assert not unknowns and not derived
+            compared += 1
+            if ours != truth[(s.path, b.line)]:
+                disagreements.append((s.path, b.line, b.expression, sorted(ours ^ truth[(s.path, b.line)])))
+    assert disagreements == []
+    return compared
+
+
+def test_fixtures_agree_with_gxx(tmp_path):
+    files, errors = read_all(DirectoryProvider(str(FIXTURES / "cuda")))
+    assert errors == []
+    n = compare(files, tmp_path)
+    assert n >= 25
+
+
+@pytest.mark.slow
+def test_flashinfer_wheel_agrees_with_gxx(tmp_path, capsys):
+    from auditor.sources import ZipProvider
+
+    files, _ = read_all(ZipProvider(str(wheel("flashinfer-python==0.6.0"))))
+    n = compare(files, tmp_path)
+    with capsys.disabled():
+        print(f"\n[oracle] flashinfer-python 0.6.0: {n} branches compared with g++, 0 disagreements")
+    assert n > 900
