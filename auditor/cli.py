@@ -63,11 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     scan = sub.add_parser("scan", help="scan inputs (default: this interpreter's site-packages)")
     scan.add_argument("inputs", nargs="*", help="directories, wheels, sdists, files, installed names or name==version")
     _common(scan)
+    from auditor import github
+
+    comment = sub.add_parser("comment", help="create or update the sticky archaudit comment on a pull request")
+    github.add_arguments(comment)
     return parser
-
-
-class _Parser(argparse.ArgumentParser):
-    pass
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -142,4 +142,11 @@ def cmd_scan(args) -> int:
     return exit_code(result, args.fail_on)
 
 
-COMMANDS: dict[str, Callable] = {"scan": cmd_scan}
+def cmd_comment(args) -> int:
+    """``archaudit comment``: post a report body to a pull request."""
+    from auditor import github
+
+    return github.run(args)
+
+
+COMMANDS: dict[str, Callable] = {"scan": cmd_scan, "comment": cmd_comment}
