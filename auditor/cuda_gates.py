@@ -19,7 +19,7 @@ from auditor.preprocessor import (
     Branch, Evaluator, MacroTable, Structure, StructureError, cccl_condition, names_an_arch, parse_condition,
 )
 
-_CCCL = re.compile(r"\bNV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")
+_CCCL = re.compile(r"NV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")  # literal first: fast search
 _ARCH_TOKEN = re.compile(r"__CUDA_ARCH|NV_(?:IF|DISPATCH)_")
 
 
@@ -55,7 +55,7 @@ def scan_file(f: SourceFile) -> Union[FileScan, FileError]:
         structure = scan_structure(text)
     except StructureError as exc:
         return FileError(f.path, f"unbalanced conditionals: {exc}", f.input)
-    cccl = tuple(_cccl_arms(text, structure)) if "NV_" in text else ()
+    cccl = tuple(_cccl_arms(text, structure)) if "_TARGET" in text else ()
     return FileScan(f.path, structure, cccl, f.path.split("/", 1)[0])
 
 
@@ -97,9 +97,11 @@ def _split_args(text: str, start: int) -> tuple[list[tuple[int, str]], int]:
 
 
 def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
-    newlines = [i for i, c in enumerate(text) if c == "\n"] if _CCCL.search(text) else []
+    newlines = [m.start() for m in re.finditer("\n", text)] if _CCCL.search(text) else []
     line_of = lambda off: bisect.bisect_right(newlines, off - 1) + 1  # noqa: E731
     for m in _CCCL.finditer(text):
+        if m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"):
+            continue
         line_start = text.rfind("\n", 0, m.start()) + 1
         prefix = text[line_start : m.start()]
         if prefix.lstrip().startswith("#") or "//" in prefix:
