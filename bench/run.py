@@ -1,0 +1,736 @@
+#!/usr/bin/env python3
+"""Benchmark archaudit against ripgrep, semgrep and ast-grep on real releases.
+
+By default the tree is flashinfer-python 0.7.4 + sglang 0.5.23 (their source files, about
+19k), downloaded once with pip and unpacked into the bench cache. Every tool runs on the
+same tree, several times, interleaved; the report gives median wall time, the ratio to
+ripgrep, CPU time, peak RSS and what each tool found, then how archaudit's cold time grows
+with ¼, ½ and all of the files. See bench/README.md.
+
+Only the standard library is used here; archaudit is run as a command, like the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Callable, Optional
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+RULES = BENCH / "rules"
+WHEELS = ("flashinfer-python==0.7.4", "sglang==0.5.23")
+TOOLS = ("ripgrep", "archaudit", "semgrep", "ast-grep")
+
+# The files archaudit reads (auditor/sources.py); the tree holds only these, so every
+# tool sees the same files.
+C_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".cpp", ".cc", ".cxx", ".c"})
+TEMPLATE_SUFFIXES = frozenset({".jinja", ".jinja2", ".in"})
+SOURCE_SUFFIXES = C_SUFFIXES | TEMPLATE_SUFFIXES | {".py"}
+QUICK_FILES = 300
+"""--quick: at most this many files (every k-th by sorted path)."""
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def language(path: str) -> str:
+    """``python`` or ``c`` (C, C++, CUDA and their templates), by suffix."""
+    return "python" if path.endswith(".py") or path.endswith(".py.in") else "c"
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+def default_cache() -> Path:
+    env = os.environ.get("ARCHAUDIT_BENCH_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "archaudit-bench"
+
+
+def default_wheels() -> Path:
+    env = os.environ.get("ARCHAUDIT_WHEEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "archaudit-wheels"
+
+
+def find_wheel(wheel_dir: Path, requirement: str) -> Optional[Path]:
+    name, version = requirement.split("==")
+    stem = name.replace("-", "_").lower() + "-" + version + "-"
+    found = sorted(p for p in wheel_dir.glob("*.whl") if p.name.lower().startswith(stem))
+    return found[0] if found else None
+
+
+def ensure_wheels(wheel_dir: Path) -> list[Path]:
+    """The two wheels, downloaded with pip into wheel_dir unless already there."""
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    missing = [r for r in WHEELS if find_wheel(wheel_dir, r) is None]
+    if missing:
+        log(f"downloading {' '.join(missing)} into {wheel_dir}")
+        base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wheel_dir)]
+        if subprocess.run(base + missing, capture_output=True).returncode != 0:
+            # sglang ships CPython-3.11 manylinux wheels: ask for those whatever runs this script.
+            tags = ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_34_x86_64"]
+            subprocess.run(base + tags + missing, check=True)
+    wheels = [find_wheel(wheel_dir, r) for r in WHEELS]
+    if any(w is None for w in wheels):
+        raise SystemExit(f"bench: pip did not leave {WHEELS} in {wheel_dir}")
+    return wheels  # type: ignore[return-value]
+
+
+def unpack(wheels: list[Path], dest: Path) -> Path:
+    """Source files of the wheels under dest/<wheel name>/; reused when complete."""
+    marker = dest / ".complete"
+    if marker.exists():
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp = dest.with_name(dest.name + ".partial")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    count = 0
+    for wheel in wheels:
+        root = tmp / wheel.name.split("-")[0]
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                p = PurePosixPath(info.filename)
+                if info.is_dir() or p.is_absolute() or ".." in p.parts or not is_source(p.name):
+                    continue
+                target = root.joinpath(*p.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(info) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                count += 1
+    (tmp / ".complete").write_text(f"{count} files from {', '.join(w.name for w in wheels)}\n")
+    tmp.rename(dest)
+    log(f"unpacked {count} source files into {dest}")
+    return dest
+
+
+def is_source(name: str) -> bool:
+    suffix = PurePosixPath(name).suffix.lower()
+    return suffix in SOURCE_SUFFIXES
+
+
+def source_files(tree: Path) -> list[str]:
+    """Relative '/'-paths of the tree's source files, sorted (the basis of every subset)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames.sort()
+        rel = Path(dirpath).relative_to(tree)
+        for name in filenames:
+            if is_source(name):
+                out.append((rel / name).as_posix())
+    return sorted(out)
+
+
+def subset(tree: Path, files: list[str], step: int, dest: Path) -> Path:
+    """Every step-th file of ``files`` (by sorted path, from the first), hard-linked under dest."""
+    chosen = files[::step]
+    manifest = hashlib.sha256("\n".join(chosen).encode()).hexdigest()
+    marker = dest / ".complete"
+    if marker.exists() and marker.read_text().strip() == manifest:
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    for rel in chosen:
+        src, dst = tree / rel, dest / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+    marker.write_text(manifest + "\n")
+    return dest
+
+
+def tree_key(tree: Path) -> str:
+    return hashlib.sha256(str(tree.resolve()).encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    maxrss_kib: int
+    rc: Optional[int]
+    timed_out: bool
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Optional[dict] = None) -> Run:
+    """Run cmd, stdout/stderr to temporary files; wall time and this child's rusage from wait4.
+
+    The child leads its own session, so a timeout kills it and everything it started.
+    ru_maxrss is the largest single process among the child and the descendants it waited
+    for (worker pools, semgrep-core), not their sum.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                start_new_session=True)
+        expired = threading.Event()
+
+        def kill() -> None:
+            expired.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting
+        if expired.is_set():
+            try:  # whatever the child left behind in its session
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out.seek(0)
+        err.seek(0)
+        return Run(wall=wall, cpu=usage.ru_utime + usage.ru_stime, maxrss_kib=usage.ru_maxrss,
+                   rc=proc.returncode, timed_out=expired.is_set(), stdout=out.read(), stderr=err.read())
+
+
+@dataclass
+class Counts:
+    python: int = 0
+    c: int = 0
+    note: str = ""
+
+    @property
+    def total(self) -> int:
+        return self.python + self.c
+
+
+@dataclass
+class Tool:
+    """One row of the table."""
+
+    name: str
+    finds: str
+    command: Callable[[Path], list[str]]
+    count: Callable[[Run], Counts]
+    ok_codes: tuple[int, ...] = (0,)
+    env: Optional[dict] = None
+    version: str = ""
+    unavailable: str = ""
+    """Why this tool has no numbers (not installed, flag missing ...)."""
+    runs: list[Run] = field(default_factory=list)
+    counts: Optional[Counts] = None
+    note: str = ""
+
+    def good(self, r: Run) -> bool:
+        return not r.timed_out and r.rc in self.ok_codes
+
+
+def capture(cmd: list[str], timeout: float = 120) -> str:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (p.stdout or p.stderr).strip()
+
+
+# --- ripgrep
+
+
+def rg_pattern() -> str:
+    lines = (RULES / "candidates.rg").read_text().splitlines()
+    return "|".join(s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#"))
+
+
+def ensure_rg(install: bool) -> tuple[Optional[str], str]:
+    rg = shutil.which("rg")
+    if rg:
+        return rg, ""
+    hint = "ripgrep is not installed (Debian: apt-get install ripgrep)"
+    if not install:
+        return None, hint
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        log(hint + "; not root, so not installing it")
+        return None, hint
+    log("installing ripgrep with apt-get")
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    if subprocess.run(["apt-get", "install", "-y", "ripgrep"], **quiet).returncode != 0:
+        subprocess.run(["apt-get", "update"], **quiet)
+        subprocess.run(["apt-get", "install", "-y", "ripgrep"], **quiet)
+    rg = shutil.which("rg")
+    return (rg, "") if rg else (None, hint + "; apt-get install failed")
+
+
+def rg_counts(r: Run) -> Counts:
+    c = Counts()
+    for line in r.stdout.split(b"\n"):
+        if not line:
+            continue
+        path = line.split(b"\0", 1)[0].decode("utf-8", "replace")
+        if language(path) == "python":
+            c.python += 1
+        else:
+            c.c += 1
+    return c
+
+
+def ripgrep_tool(jobs: int, install: bool) -> Tool:
+    rg, why = ensure_rg(install)
+    pattern = rg_pattern()
+    globs = [a for s in sorted(SOURCE_SUFFIXES) for a in ("-g", f"*{s}")]
+    tool = Tool(
+        name="ripgrep",
+        finds="every candidate line (bench/rules/candidates.rg)",
+        command=lambda tree: [rg or "rg", "--no-heading", "--line-number", "--null", "--no-ignore", "--hidden",
+                              "--no-messages", "-j", str(jobs), *globs, "-e", pattern, str(tree)],
+        count=rg_counts,
+        ok_codes=(0, 1),  # 1: no match
+        unavailable=why,
+    )
+    if rg:
+        tool.version = capture([rg, "--version"]).splitlines()[0]
+    return tool
+
+
+# --- archaudit
+
+
+def archaudit_cmd(spec: Optional[str]) -> list[str]:
+    if spec:
+        return shlex.split(spec)
+    if importlib.util.find_spec("auditor") is not None:
+        return [sys.executable, "-m", "auditor"]
+    exe = shutil.which("archaudit")
+    if exe:
+        return [exe]
+    return [sys.executable, "-m", "auditor"]
+
+
+def archaudit_counts(r: Run) -> Counts:
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        return Counts(note="output is not JSON")
+    c = Counts()
+    for g in doc.get("gates", []):
+        if g.get("language") == "python":
+            c.python += 1
+        else:
+            c.c += 1
+    errors = len(doc.get("errors", []) or [])
+    if errors:
+        c.note = f"{errors} file errors"
+    return c
+
+
+def archaudit_tool(base: list[str], jobs: int, extra: list[str], name: str = "archaudit cold") -> Tool:
+    return Tool(
+        name=name,
+        finds="gates with admitted archs (Python + C/CUDA)",
+        command=lambda tree: [*base, "scan", str(tree), "--format", "json", "--jobs", str(jobs), *extra],
+        count=archaudit_counts,
+        ok_codes=(0, 1),
+        version=capture([*base, "--version"]),
+    )
+
+
+# --- semgrep and ast-grep (their own venv, not the project's dependencies)
+
+
+def tools_venv(cache: Path, install: bool) -> Optional[Path]:
+    venv = cache / "tools-venv"
+    bin_dir = venv / "bin"
+    if (bin_dir / "semgrep").exists() and (bin_dir / "ast-grep").exists():
+        return bin_dir
+    if not install:
+        return bin_dir if bin_dir.exists() else None
+    log(f"installing semgrep and ast-grep-cli into {venv}")
+    if not (bin_dir / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    p = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "semgrep", "ast-grep-cli"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        log("pip could not install semgrep/ast-grep-cli:\n" + "\n".join(p.stderr.splitlines()[-5:]))
+    return bin_dir
+
+
+def which_in(bin_dir: Optional[Path], name: str) -> Optional[str]:
+    if bin_dir and (bin_dir / name).exists():
+        return str(bin_dir / name)
+    return shutil.which(name)
+
+
+def semgrep_counts(r: Run) -> Counts:
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        return Counts(note="output is not JSON")
+    c = Counts()
+    for res in doc.get("results", []):
+        if language(res.get("path", "")) == "python":
+            c.python += 1
+        else:
+            c.c += 1
+    errs = doc.get("errors", [])
+    if errs:
+        c.note = f"{len(errs)} parse/scan errors"
+    return c
+
+
+def semgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
+    exe = which_in(bin_dir, "semgrep")
+    env = dict(os.environ, SEMGREP_ENABLE_VERSION_CHECK="0", SEMGREP_SEND_METRICS="off")
+    extra = []
+    if exe and "--x-ignore-semgrepignore-files" in capture([exe, "scan", "--help"]):
+        extra.append("--x-ignore-semgrepignore-files")  # its default ignore list skips tests/, build/ …
+    tool = Tool(
+        name="semgrep",
+        finds="Python gates; NV_IF_TARGET in .h/.hpp/.cpp — cannot read .cu/.cuh, no #if",
+        command=lambda tree: [exe or "semgrep", "scan", "--config", str(RULES / "semgrep.yml"), "--json",
+                              "--metrics=off", "--disable-version-check", "--no-git-ignore", *extra,
+                              "--jobs", str(jobs), str(tree)],
+        count=semgrep_counts,
+        ok_codes=(0, 1),
+        env=env,
+        unavailable="" if exe else "semgrep not installed (pip install semgrep)",
+    )
+    if exe:
+        tool.version = "semgrep " + capture([exe, "--version"], timeout=300).splitlines()[-1]
+    return tool
+
+
+def astgrep_counts(r: Run) -> Counts:
+    c = Counts()
+    for line in r.stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("language") == "Python" or language(m.get("file", "")) == "python":
+            c.python += 1
+        else:
+            c.c += 1
+    return c
+
+
+def astgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
+    exe = which_in(bin_dir, "ast-grep")  # never `sg`: on Debian that is shadow's newgrp
+    tool = Tool(
+        name="ast-grep",
+        finds="Python gates; #if/#ifdef on __CUDA_ARCH (preproc_* nodes), NV_IF_TARGET",
+        command=lambda tree: [exe or "ast-grep", "scan", "-c", str(RULES / "ast-grep" / "sgconfig.yml"),
+                              "--json=stream", "--no-ignore", "hidden", "--no-ignore", "vcs", "--no-ignore", "dot",
+                              "--no-ignore", "parent", "-j", str(jobs), str(tree)],
+        count=astgrep_counts,
+        ok_codes=(0, 1),
+        unavailable="" if exe else "ast-grep not installed (pip install ast-grep-cli)",
+    )
+    if exe:
+        tool.version = capture([exe, "--version"])
+    return tool
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def machine_facts() -> dict[str, str]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    commit = capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    if commit and capture(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"]):
+        commit += " (+ uncommitted changes)"
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": str(os.cpu_count()),
+        "CPU": cpu or platform.processor() or "?",
+        "memory": mem or "?",
+        "OS": f"{platform.system()} {platform.release()}",
+        "Python": platform.python_version(),
+        "archaudit commit": commit or "?",
+    }
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def fmt_s(x: float) -> str:
+    if x != x:  # nan
+        return "–"
+    return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
+def tool_row(t: Tool, rg_wall: Optional[float]) -> list[str]:
+    if t.unavailable:
+        return [t.name, t.finds, "n/a", "–", "–", "–", "–", "–", "–", t.unavailable]
+    good = [r for r in t.runs if t.good(r)]
+    bad = [r for r in t.runs if not t.good(r)]
+    notes = []
+    if t.note:
+        notes.append(t.note)
+    if any(r.timed_out for r in bad):
+        notes.append(f"timeout ({sum(r.timed_out for r in bad)}/{len(t.runs)} runs)")
+    failed = [r for r in bad if not r.timed_out]
+    if failed:
+        msg = failed[0].stderr.decode("utf-8", "replace").strip().splitlines()
+        notes.append(f"failed rc={failed[0].rc}" + (f": {msg[-1][:120]}" if msg else ""))
+    if t.counts and t.counts.note:
+        notes.append(t.counts.note)
+    if not good:
+        status = "timeout" if any(r.timed_out for r in bad) else "error"
+        return [t.name, t.finds, status, "–", "–", "–", "–", "–", "–", "; ".join(notes)]
+    walls = [r.wall for r in good]
+    wall = median(walls)
+    ratio = f"{wall / rg_wall:.1f}×" if rg_wall else "–"
+    spread = f"{fmt_s(min(walls))}–{fmt_s(max(walls))}" if len(walls) > 1 else "–"
+    cpu = median([r.cpu for r in good])
+    rss = max(r.maxrss_kib for r in good) / 1024
+    c = t.counts or Counts()
+    return [t.name, t.finds, fmt_s(wall), spread, ratio, fmt_s(cpu), f"{rss:.0f}", str(c.python), str(c.c),
+            "; ".join(notes)]
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tree", type=Path, help="benchmark this directory instead of the downloaded wheels")
+    p.add_argument("--cache-dir", type=Path, default=default_cache(),
+                   help="unpacked trees, subsets, tool venv, archaudit's warm cache (default %(default)s; "
+                        "ARCHAUDIT_BENCH_CACHE overrides)")
+    p.add_argument("--wheel-dir", type=Path, default=default_wheels(),
+                   help="where the wheels are downloaded (default %(default)s; ARCHAUDIT_WHEEL_CACHE overrides)")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per tool (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per command before it is killed (default %(default)s)")
+    p.add_argument("--tools", default=",".join(TOOLS), help="comma list of %(default)s")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes/threads for every tool (default: nproc = %(default)s)")
+    p.add_argument("--quick", action="store_true", help=f"a subset of at most {QUICK_FILES} files (smoke test)")
+    p.add_argument("--no-scaling", action="store_true", help="skip archaudit on ¼ and ½ of the files")
+    p.add_argument("--no-install", action="store_true", help="never install ripgrep/semgrep/ast-grep; skip what is missing")
+    p.add_argument("--archaudit", default=None, metavar="CMD",
+                   help="how to run archaudit (default: this Python's `-m auditor`)")
+    p.add_argument("--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)")
+    args = p.parse_args(argv)
+    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    unknown = [t for t in args.tools if t not in TOOLS]
+    if unknown:
+        p.error(f"unknown tools {unknown}; choose from {', '.join(TOOLS)}")
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    cache: Path = args.cache_dir.expanduser()
+    cache.mkdir(parents=True, exist_ok=True)
+    install = not args.no_install
+    load_start = loadavg()
+
+    if args.tree:
+        tree = args.tree.resolve()
+        if not tree.is_dir():
+            raise SystemExit(f"bench: --tree {tree} is not a directory")
+        origin = f"`{tree}`"
+    else:
+        wheels = ensure_wheels(args.wheel_dir.expanduser())
+        tree = unpack(wheels, cache / "trees" / "flashinfer-0.7.4+sglang-0.5.23")
+        origin = " + ".join(w.name for w in wheels) + " (source files only)"
+    files = source_files(tree)
+    if not files:
+        raise SystemExit(f"bench: no source files under {tree}")
+    sub_root = cache / "subsets" / tree_key(tree)
+    if args.quick:
+        step = max(1, -(-len(files) // QUICK_FILES))
+        tree = subset(tree, files, step, sub_root / f"quick-every-{step}")
+        files = source_files(tree)
+        sub_root = cache / "subsets" / tree_key(tree)
+        origin += f", --quick: 1 file in {step}"
+    n_py = sum(language(f) == "python" for f in files)
+    size = sum((tree / f).stat().st_size for f in files)
+    log(f"tree {tree}: {len(files)} files ({n_py} Python, {len(files) - n_py} C/CUDA), {size / 2**20:.0f} MiB")
+    for f in files:  # warm the page cache once so the first tool is not charged for disk reads
+        (tree / f).read_bytes()
+
+    base = archaudit_cmd(args.archaudit)
+    tools: list[Tool] = []
+    if "ripgrep" in args.tools:
+        tools.append(ripgrep_tool(args.jobs, install))
+    warm_dir = cache / "archaudit-cache" / tree_key(tree)
+    if "archaudit" in args.tools:
+        tools.append(archaudit_tool(base, args.jobs, ["--no-cache"]))
+        warm = archaudit_tool(base, args.jobs, ["--cache-dir", str(warm_dir)], name="archaudit warm")
+        warm.finds = "same, second run with the result cache"
+        tools.append(warm)
+    if "semgrep" in args.tools or "ast-grep" in args.tools:
+        bin_dir = tools_venv(cache, install)
+        if "semgrep" in args.tools:
+            tools.append(semgrep_tool(bin_dir, args.jobs))
+        if "ast-grep" in args.tools:
+            tools.append(astgrep_tool(bin_dir, args.jobs))
+
+    # Warm cache: one priming run fills it; the timed runs read it.
+    for t in tools:
+        if t.name != "archaudit warm":
+            continue
+        shutil.rmtree(warm_dir, ignore_errors=True)
+        warm_dir.mkdir(parents=True)
+        log("archaudit warm: priming run")
+        prime = run_once(t.command(tree), args.timeout)
+        err = prime.stderr.decode("utf-8", "replace")
+        if prime.rc == 2 and "--cache-dir" in err and "unrecognized" in err:
+            t.unavailable = "n/a: this archaudit has no --cache-dir"
+        elif not t.good(prime):
+            t.unavailable = "n/a: priming run " + ("timed out" if prime.timed_out else f"failed (rc={prime.rc})")
+        else:
+            written = [p for p in warm_dir.rglob("*") if p.is_file() and "downloads" not in p.relative_to(warm_dir).parts]
+            if not written:
+                t.note = "n/a in effect: no result cache was written, so warm = cold"
+            else:
+                t.note = f"primed in {fmt_s(prime.wall)} s; cache {sum(p.stat().st_size for p in written) / 2**20:.1f} MiB"
+
+    # Interleave: run 1 of every tool, then run 2 …, so background load hits all alike.
+    for i in range(args.runs):
+        for t in tools:
+            if t.unavailable:
+                continue
+            r = run_once(t.command(tree), args.timeout, env=t.env)
+            t.runs.append(r)
+            status = "timeout" if r.timed_out else f"rc={r.rc}"
+            log(f"run {i + 1}/{args.runs} {t.name}: {r.wall:.2f} s, {r.maxrss_kib / 1024:.0f} MiB, {status}")
+            if t.good(r) and t.counts is None:
+                t.counts = t.count(r)
+            r.stdout = b""  # keep memory flat; counts come from the first good run
+            if r.timed_out:  # don't spend another timeout on it
+                break
+
+    # Scaling: archaudit cold on ¼, ½ and all of the files.
+    scaling: list[list[str]] = []
+    cold = next((t for t in tools if t.name == "archaudit cold"), None)
+    if cold and not args.no_scaling and not cold.unavailable:
+        full_good = [r for r in cold.runs if cold.good(r)]
+        for label, step in (("¼", 4), ("½", 2), ("all", 1)):
+            if step == 1:
+                runs, sub_files = full_good, files
+            else:
+                sub = subset(tree, files, step, sub_root / f"every-{step}")
+                sub_files = source_files(sub)
+                runs = []
+                for i in range(args.runs):
+                    r = run_once(cold.command(sub), args.timeout)
+                    log(f"scaling {label} run {i + 1}/{args.runs}: {r.wall:.2f} s, rc={r.rc}")
+                    r.stdout = r.stdout if i == 0 else b""
+                    runs.append(r)
+                    if r.timed_out:
+                        break
+            good = [r for r in runs if cold.good(r)]
+            if not good:
+                status = "timeout" if any(r.timed_out for r in runs) else "error"
+                scaling.append([label, str(len(sub_files)), status, "–", "–", "–", "–"])
+                continue
+            wall = median([r.wall for r in good])
+            gates = cold.counts.total if step == 1 and cold.counts else archaudit_counts(good[0]).total
+            scaling.append([label, str(len(sub_files)), fmt_s(wall), f"{1000 * wall / len(sub_files):.2f}",
+                            fmt_s(median([r.cpu for r in good])), f"{max(r.maxrss_kib for r in good) / 1024:.0f}",
+                            str(gates)])
+
+    # Report.
+    rg = next((t for t in tools if t.name == "ripgrep"), None)
+    rg_good = [r.wall for r in rg.runs if rg.good(r)] if rg else []
+    rg_wall = median(rg_good) if rg_good else None
+    facts = machine_facts()
+    facts["load average (1/5/15 min)"] = f"{load_start} at start, {loadavg()} at end"
+    lines = ["# archaudit benchmark", ""]
+    lines += [f"- {k}: {v}" for k, v in facts.items()]
+    lines += [
+        f"- tree: {origin}: {len(files)} files ({n_py} Python, {len(files) - n_py} C/CUDA/templates), "
+        f"{size / 2**20:.0f} MiB",
+        f"- runs per tool: {args.runs} (interleaved), jobs: {args.jobs}, timeout: {args.timeout:.0f} s",
+        f"- command: `{' '.join(['bench/run.py', *(argv if argv is not None else sys.argv[1:])])}`",
+        "",
+        "Other work on the machine shows in the load average: with a load above nproc the "
+        "times are noisy and only the ratios are roughly comparable.",
+        "",
+        "## Tools",
+        "",
+    ]
+    lines += [f"- {t.name}: {t.version or '?'}" for t in tools if t.name != "archaudit warm"]
+    lines += ["", "## Whole tree", ""]
+    header = ["tool", "finds", "median wall s", "min–max s", "× ripgrep", "CPU s", "peak RSS MiB",
+              "Python matches", "C/CUDA matches", "notes"]
+    lines.append(table(header, [tool_row(t, rg_wall) for t in tools]))
+    lines += [
+        "",
+        "Matches are each tool's own unit: ripgrep counts candidate lines, archaudit gates (one per "
+        "branch or Python condition, with what it admits), semgrep and ast-grep rule matches "
+        "(bench/rules/). CPU s is user + system of the process and the children it waited for; "
+        "peak RSS is the largest single process among them (wait4 ru_maxrss), not a sum.",
+    ]
+    if scaling:
+        lines += ["", "## Scaling: archaudit cold", "",
+                  "Every 4th and every 2nd file by sorted path (hard links under the bench cache).", ""]
+        lines.append(table(["files", "count", "median wall s", "ms per file", "CPU s", "peak RSS MiB", "gates"], scaling))
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        log(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
