@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,6 +13,8 @@ FIXTURES = ROOT / "fixtures"
 WHEEL_CACHE = Path(os.environ.get("ARCHAUDIT_WHEEL_CACHE", Path.home() / ".cache" / "archaudit-wheels"))
 
 os.environ.setdefault("ARCHAUDIT_STRICT", "1")
+# Tests never touch the user's result cache.
+os.environ.setdefault("ARCHAUDIT_CACHE_DIR", tempfile.mkdtemp(prefix="archaudit-test-cache-"))
 
 
 def wheel(requirement: str) -> Path:

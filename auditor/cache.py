@@ -1,0 +1,164 @@
+"""Result cache: per-file structure and per-input results, keyed by content and tool digests.
+
+Entries live in one SQLite file in the user cache dir. They are JSON, never pickle: a cache
+directory could be shared or tampered with, and loading must not run code. Anything that
+does not decode into the expected shape is ignored and recomputed, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import fields
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from auditor import __version__
+from auditor.model import Feature, FileError, Gate, Resolution, SourceFile
+from auditor.preprocessor import Branch, Definition, Structure
+
+SCHEMA = 1
+
+
+@cache
+def tool_digest() -> str:
+    """Version + the package's code and data: a change to either invalidates every entry."""
+    h = hashlib.blake2b(f"{__version__}:{SCHEMA}".encode(), digest_size=16)
+    root = resources.files("auditor")
+    for sub in ("", "pygates", "data"):
+        base = root.joinpath(sub) if sub else root
+        try:
+            entries = sorted(base.iterdir(), key=lambda p: p.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for p in entries:
+            if p.is_file() and p.name.endswith((".py", ".json", ".csv")):
+                h.update(p.name.encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def content_digest(data: bytes) -> str:
+    """Digest of one file's bytes."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def input_digest(files: Sequence[SourceFile], errors: Sequence[FileError]) -> str:
+    """Digest of a whole input: every path with its content, and the read errors."""
+    h = hashlib.blake2b(tool_digest().encode(), digest_size=16)
+    for f in sorted(files, key=lambda f: f.path):
+        h.update(f"{f.path}\0{f.language}\0{content_digest(f.data)}\n".encode("utf-8", "surrogatepass"))
+    for e in sorted(errors, key=lambda e: (e.file, e.reason)):
+        h.update(f"E{e.file}\0{e.reason}\n".encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+class Cache:
+    """A key/value store of JSON documents; every failure degrades to a miss."""
+
+    def __init__(self, directory: Optional[Path]):
+        self.db: Optional[sqlite3.Connection] = None
+        if directory is None:
+            return
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(directory / "results.sqlite3"), timeout=5)
+            self.db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        except (OSError, sqlite3.Error):
+            self.db = None
+
+    def get(self, key: str) -> Any:
+        """The decoded entry, or None on a miss or anything unreadable."""
+        if self.db is None:
+            return None
+        try:
+            row = self.db.execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError, TypeError):
+            return None
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Store entries; a read-only or broken cache is silently skipped."""
+        if self.db is None or not items:
+            return
+        try:
+            with self.db:
+                self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)",
+                                    [(k, json.dumps(v, separators=(",", ":"))) for k, v in items])
+        except (sqlite3.Error, ValueError, TypeError):
+            pass
+
+    def close(self) -> None:
+        """Release the database."""
+        if self.db is not None:
+            self.db.close()
+
+
+# --- JSON <-> model ---------------------------------------------------------------------
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def encode_gate(g: Gate) -> dict:
+    """A gate as plain JSON (lists for tuples)."""
+    d = {f.name: getattr(g, f.name) for f in fields(Gate)}
+    d["features"] = [[getattr(x, f.name) for f in fields(Feature)] for x in g.features]
+    d["resolutions"] = [[getattr(x, f.name) for f in fields(Resolution)] for x in g.resolutions]
+    return d
+
+
+def decode_gate(d: dict) -> Gate:
+    """Inverse of encode_gate; raises on any unexpected shape."""
+    d = dict(d)
+    d["features"] = tuple(Feature(*_tuples(x)) for x in d["features"])
+    d["resolutions"] = tuple(Resolution(*x) for x in d["resolutions"])
+    for k in ("admits", "unknowns", "chain", "name_implies", "body_lines"):
+        d[k] = _tuples(d[k])
+    gate = Gate(**d)
+    if not (isinstance(gate.line, int) and isinstance(gate.id, str) and isinstance(gate.admits, tuple)):
+        raise ValueError("malformed gate")
+    return gate
+
+
+def encode_result(gates: Sequence[Gate], errors: Sequence[FileError]) -> dict:
+    """One input's gates and errors."""
+    return {"gates": [encode_gate(g) for g in gates], "errors": [[e.file, e.reason, e.input] for e in errors]}
+
+
+def decode_result(d: Any) -> Optional[tuple[list[Gate], list[FileError]]]:
+    """Gates and errors, or None when the entry is not what we wrote."""
+    try:
+        return [decode_gate(g) for g in d["gates"]], [FileError(*e) for e in d["errors"]]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def encode_structure(s: Structure) -> list:
+    """A file's structure as nested lists."""
+    return [
+        [[b.keyword, b.expression, b.line, b.end_line, list(b.body), [list(c) for c in b.inherited],
+          [list(c) for c in b.local]] for b in s.branches],
+        [[d.name, d.body, d.function_like, d.line, [list(c) for c in d.constraints]] for d in s.definitions],
+        [[a, b, [list(c) for c in cs]] for a, b, cs in s.enclosing],
+    ]
+
+
+def decode_structure(d: Any) -> Structure:
+    """Inverse of encode_structure; raises on any unexpected shape."""
+    branches, definitions, enclosing = d
+
+    def constraints(cs: list) -> tuple:
+        out = tuple((str(c), bool(p)) for c, p in cs)
+        return out
+
+    return Structure(
+        tuple(Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc))
+              for k, e, l1, l2, b, i, lc in branches),
+        tuple(Definition(str(n), None if b is None else str(b), bool(f), int(ln), constraints(c))
+              for n, b, f, ln, c in definitions),
+        tuple((int(a), int(b), constraints(cs)) for a, b, cs in enclosing),
+    )
