@@ -1,0 +1,90 @@
+"""The scan core: known-answer conditions, fixture gates, derived macros, the real flashinfer wheel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from auditor import arch, cli
+from auditor.pipeline import Options, audit
+from auditor.preprocessor import Evaluator, MacroTable
+from tests.conftest import FIXTURES, wheel
+
+KNOWN = yaml.safe_load((FIXTURES / "gates" / "cuda.yaml").read_text())
+
+
+@pytest.mark.parametrize("case", KNOWN, ids=[c["condition"] for c in KNOWN])
+def test_known_answers(case):
+    ev = Evaluator(MacroTable()).evaluate(case["condition"])
+    admits = [t for t, v in zip(arch.target_order(), ev.values) if v is not False]
+    assert arch.compact("target", admits) == case["admits"]
+    assert sorted(ev.unknowns) == case.get("unknowns", [])
+
+
+def gates_by_line(result, file):
+    return {g.line: g for g in result.gates if g.file == file}
+
+
+def test_fixture_gates_and_non_gates():
+    result = audit([str(FIXTURES / "cuda" / "basic")], Options(jobs=1))
+    g = gates_by_line(result, "shapes.cuh")
+    assert arch.compact("target", g[10].admits) == "sm_90…sm_110f"
+    assert g[10].features[0].token == "cudaGridDependencySynchronize"
+    # #if / #elif / #elif / #else: each branch its own effective set
+    assert arch.compact("target", g[16].admits) == "sm_100…sm_103f"
+    assert arch.compact("target", g[19].admits) == "sm_90, sm_90a, sm_110…sm_121f"
+    assert arch.compact("target", g[21].admits) == "sm_80…sm_89"
+    assert arch.compact("target", g[23].admits) == "sm_75, host"
+    assert g[38].admits == ()  # dead gate: __CUDA_ARCH__ == 1070
+    assert g[70].unknowns == ("ENABLE_FP8",) and arch.compact("target", g[70].admits) == "sm_89…sm_121f"
+    # the block comment's '#if' and the host/device split are not gates
+    assert 6 not in g and 64 not in g and 66 not in g
+    # nested: sm_120 branch inside >= 800
+    assert arch.compact("target", g[58].admits) == "sm_120…sm_121f"
+
+
+def test_cccl_arms():
+    result = audit([str(FIXTURES / "cuda" / "basic")], Options(jobs=1))
+    g = gates_by_line(result, "cccl.cuh")
+    assert arch.compact("target", g[5].admits) == "sm_90…sm_121f"  # NV_PROVIDES_SM_90 holds on 12.x
+    assert arch.compact("target", g[7].admits) == "sm_75…sm_89, host"  # its else arm
+    assert arch.compact("target", g[8].admits) == "sm_90a"  # NV_HAS_FEATURE_SM_90a does not hold on 12.x
+    assert arch.compact("target", g[10].admits) == "sm_100…sm_100f"
+    assert arch.compact("target", g[11].admits) == "sm_80…sm_90a, sm_103…sm_121f"
+    assert all(x.kind == "cccl-target" for x in g.values())
+    assert 13 not in g  # NV_IS_HOST is a host/device split
+
+
+def test_derived_macro_resolves_to_exactly_sm90a():
+    result = audit([str(FIXTURES / "cuda" / "derived")], Options(jobs=1))
+    g = gates_by_line(result, "kernel.cu")
+    assert g[5].admits == ("sm_90a",)
+    assert g[5].kind == "derived-macro" and g[5].resolved_by == "definition"
+    assert [(r.name, r.file, r.line) for r in g[5].resolutions] == [("MYLIB_SM90A_ENABLED", "arch_config.h", 6)]
+    assert arch.compact("target", g[8].admits) == "sm_90…sm_121f"
+    # a derived macro defined under an unknown toolkit condition: admitted where it may be defined
+    assert g[11].admits == ("sm_100a",) and g[11].unknowns == ("__CUDACC_VER_MAJOR__",)
+    assert 14 not in g  # defined only as a host/device split
+    assert not any(x.file == "arch_config.h" and x.line == 2 for x in result.gates)  # include guard
+
+
+@pytest.mark.slow
+def test_flashinfer_060_allreduce_guards(tmp_path):
+    out = tmp_path / "r.json"
+    code = cli.main(["scan", str(wheel("flashinfer-python==0.6.0")), "--no-cache", "-o", str(out)])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "archaudit/1" and doc["targets"] == ["12.0", "12.1"]
+    guards = [g for g in doc["gates"] if g["file"].endswith("comm/trtllm_allreduce.cuh")
+              and "(__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200)" in g["expression"]
+              and not g["expression"].startswith("!")]
+    assert len(guards) >= 5
+    for g in guards:
+        assert g["admits"] == ["sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_103", "sm_103a", "sm_103f",
+                               "sm_110", "sm_110a", "sm_110f"]
+        assert g["excludes_target"] is True and g["verdicts"] == {"12.0": "excludes", "12.1": "excludes"}
+        assert g["language"] == "cuda" and g["domain"] == "target"
+    paths = [(g["file"], g["line"]) for g in doc["gates"]]
+    assert paths == sorted(paths)
