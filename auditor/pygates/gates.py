@@ -1,0 +1,486 @@
+"""From what a scan recorded to Gate records: which evaluated nodes are gates, what text and
+lines they report, their effective admitted set, kind, resolution and guards.
+
+A *root* is a condition whose value depends on the arch: the test of an ``if``/``elif``/
+``while``/``assert``/conditional expression, or the outermost truth-valued arch-dependent
+expression of a statement (a call argument, an assigned flag). A root that merely defines a
+flag from a predicate (``_ok = is_cuda() and is_sm90_supported()``) is a definition, not a
+decision: it is reported where it is used, unless it compares the capability itself
+(``ok = major == 12 and minor == 0``), which is where the decision is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from .. import arch
+from ..model import Resolution
+from . import names as names_mod
+from .interp import Interp, Rec, capability, line_of, one_line
+from .symbols import Module
+
+KIND_ORDER = ("predicate-call", "platform-api", "capability-compare")
+_BOOLEAN = ("boolean_operator", "not_operator", "parenthesized_expression")
+_BOUNDARY = {
+    "expression_statement", "return_statement", "if_statement", "elif_clause", "while_statement",
+    "assert_statement", "for_statement", "with_statement", "block", "module", "decorator", "lambda",
+    "raise_statement", "function_definition", "class_definition", "match_statement", "case_clause",
+    "delete_statement", "else_clause", "if_clause", "for_in_clause",
+}
+_TEST_PARENTS = {"if_statement", "elif_clause", "while_statement"}
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A gate before it gets its id: everything but the ordinal."""
+
+    line: int
+    col: int
+    end_line: int
+    kind: str
+    expression: str
+    domain: str
+    admits: tuple[str, ...]
+    context: str
+    unknowns: tuple[str, ...] = ()
+    resolved_by: str = "literal"
+    resolutions: tuple[Resolution, ...] = ()
+    chain: tuple[str, ...] = ()
+    guards: str = ""
+    name_implies: tuple[str, ...] = ()
+    body_lines: tuple[int, int] = (0, 0)
+
+
+def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
+    """Walk every relevant scope of ``mod`` once per capability, then read off the gates."""
+    top, classes, functions = _scopes(mod, relevant)
+    if not (top or classes or functions):
+        return []
+    it.rec, it.conditions, it.globals_read = {}, set(), {}
+    for label in arch.capabilities():
+        it.cap = capability(label)
+        it.recording = True
+        try:
+            if top:
+                it.scan_body(mod, [u for u, scope, _ in mod.units if scope == ""])
+            for qual in classes:
+                info = mod.classes[qual]
+                it.scan_body(mod, info.node.child_by_field_name("body").named_children, qual)
+            for fn, cls in functions:
+                it.scan_function(mod, fn, None, cls)
+        finally:
+            it.recording = False
+    return Assembler(it, mod).gates()
+
+
+def _scopes(mod: Module, relevant):
+    """Which bodies to walk: the module's and classes' own statements when one of them is
+    relevant, and each relevant function (nested ones are walked inside their parent)."""
+    top = False
+    classes: list[str] = []
+    functions: list[tuple[Node, str | None]] = []
+    for node, scope, _ in mod.units:
+        inner = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
+        if inner is None or inner.type == "class_definition":
+            continue
+        if node.has_error or not relevant(mod, node):
+            continue
+        if inner.type == "function_definition":
+            functions.append((inner, scope or None))
+        elif scope == "":
+            top = True
+        elif scope not in classes:
+            classes.append(scope)
+    return top, classes, functions
+
+
+class Assembler:
+    def __init__(self, it: Interp, mod: Module) -> None:
+        self.it = it
+        self.mod = mod
+        self.recs = it.rec
+        self.tainted = sorted((r for r in self.recs.values() if r.taint is not None), key=lambda r: (r.node.start_byte, -r.node.end_byte))
+        self.caps = arch.capabilities()
+
+    def gates(self) -> list[Found]:
+        out: list[Found] = []
+        roots = [r for r in self.tainted if self._is_root(r)]
+        for r in roots:
+            g = self._gate(r)
+            if g is not None:
+                out.append(g)
+        out.extend(self._else_gates())
+        return out
+
+    # -------------------------------------------------------------- roots
+    def _is_root(self, r: Rec) -> bool:
+        if not (r.boolish or _is_test(r.node)):
+            return False
+        if r.node.parent is not None and r.node.parent.type == "expression_statement":
+            return False
+        p = r.node.parent
+        while p is not None and p.type not in _BOUNDARY:
+            q = self.recs.get(p.id)
+            if q is not None and q.taint is not None and (q.boolish or _is_test(p)):
+                return False
+            p = p.parent
+        return True
+
+    def _gate(self, r: Rec) -> Found | None:
+        node = r.node
+        position = "use" if _is_test(node) else _position(node)
+        sites = self._sites(node)
+        if not sites:
+            return None
+        kinds = r.taint.kinds
+        if position == "def" and kinds <= {"predicate-call"}:
+            return None
+        start, end, first = self._span(node, sites)
+        expression = one_line(self.mod.data[start.start_byte:end.end_byte].decode("utf-8", "replace"), 400)
+        kind = _kind(self.recs[sites[0].id].taint.kinds)
+        admits, chain = self._effective(node)
+        t = r.taint
+        resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
+        via = t.via
+        resolved_by = "name" if "name" in via else "definition" if ("definition" in via or resolutions) else "literal"
+        return Found(
+            line=line_of(start), col=start.start_point[1], end_line=end.end_point[0] + 1,
+            kind=kind, expression=expression, domain="device", admits=admits,
+            context=context_of(self.mod, node), unknowns=_unknowns(t.unknowns, expression),
+            resolved_by=resolved_by, resolutions=tuple(sorted(resolutions, key=lambda x: (x.file, x.line, x.name))),
+            chain=chain, guards=self._guards(node), name_implies=self._name_implies(t.names),
+            body_lines=_body_lines(node),
+        )
+
+    def _sites(self, root: Node) -> list[Node]:
+        """The arch tests inside ``root``: tainted nodes with no tainted node inside them."""
+        inside = [r.node for r in self.tainted if root.start_byte <= r.node.start_byte and r.node.end_byte <= root.end_byte]
+        out = []
+        for n in inside:
+            if not any(m is not n and n.start_byte <= m.start_byte and m.end_byte <= n.end_byte and m.id != n.id
+                       and (m.start_byte, m.end_byte) != (n.start_byte, n.end_byte) for m in inside):
+                out.append(n)
+        return out
+
+    def _span(self, root: Node, sites: list[Node]):
+        """The smallest sub-expression of ``root`` holding every arch test: each test lifted to
+        the operand of the boolean structure it sits in, then their common ancestor (narrowed
+        to a run of operands of an ``and``/``or`` chain, widened over ``not`` and parentheses)."""
+        lifted = [_lift(s, root) for s in sites]
+        tested = [n for n in lifted if self.recs.get(n.id) is not None and self.recs[n.id].taint is not None]
+        lifted = tested or lifted
+        common = _common(lifted, root)
+        while common.id != root.id and common.parent is not None and common.parent.type in ("not_operator", "parenthesized_expression"):
+            common = common.parent
+        if common.type == "boolean_operator":
+            operands = _chain(common)
+            hit = [i for i, o in enumerate(operands) if any(o.start_byte <= s.start_byte and s.end_byte <= o.end_byte for s in lifted)]
+            if hit and (hit[0] > 0 or hit[-1] < len(operands) - 1):
+                return operands[hit[0]], operands[hit[-1]], operands[hit[0]]
+        return common, common, common
+
+    def _truths(self, node: Node | None, label: str) -> frozenset:
+        r = self.recs.get(node.id) if node is not None else None
+        if r is None:
+            return frozenset({True, False})
+        return r.truths.get(capability(label), frozenset({True, False}))
+
+    def _effective(self, node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Admitted set of the branch: for ``elif``, the earlier conditions may be false too."""
+        earlier = _earlier_conditions(node)
+        admits = tuple(
+            c for c in self.caps
+            if True in self._truths(node, c) and all(False in self._truths(e, c) for e in earlier)
+        )
+        chain = tuple(f"not ({one_line(self.mod.text(e))})" for e in earlier) + (one_line(self.mod.text(node)),)
+        return admits, chain
+
+    def _globals_in(self, start: int, end: int) -> set[Resolution]:
+        out = set()
+        for node, mod, name in self.it.globals_read.values():
+            if not (start <= node.start_byte and node.end_byte <= end):
+                continue
+            for b in mod.bindings.get(name, ()):
+                if b.kind == "value":
+                    out.add(Resolution(name, mod.path, line_of(b.node), one_line(mod.text(b.node))))
+        return out
+
+    def _guards(self, node: Node) -> str:
+        body = _controlled_block(node)
+        if body is not None and any(_rejects(s) for s in body.named_children):
+            return "reject"
+        p = node.parent
+        while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):
+            if p.type == "argument_list" and p.parent is not None and p.parent.type == "call":
+                f = p.parent.child_by_field_name("function")
+                if _last(f) in names_mod.table().reject_calls:
+                    return "reject"
+            p = p.parent
+        return ""
+
+    def _name_implies(self, named) -> tuple[str, ...]:
+        out: set[str] = set()
+        for name, key in named:
+            promise = names_mod.promised(name)
+            if promise is None or key is None:
+                continue
+            if self.predicate_admits(key) != promise:
+                out |= promise
+        return arch.sort_archs("device", out)
+
+    def predicate_admits(self, key) -> frozenset[str]:
+        """Where a resolved predicate (by its definition) can be true, over all capabilities."""
+        cache = self.it.cache
+        hit = cache.get(("admits", key))
+        if hit is not None:
+            return hit
+        it = self.it
+        saved = it.cap
+        out = set()
+        try:
+            with it.quiet():
+                for label in self.caps:
+                    it.cap = capability(label)
+                    if key[0] == "g":
+                        mod = it.prog.modules[key[1]]
+                        v = it.global_value(mod, key[2])
+                        from .values import Func, join
+                        v = join(*[it.call_func(x, [], {}) if isinstance(x, Func) else _single(x) for x in v.elems])
+                    else:
+                        from .values import Func
+                        _, module, start, bound, args, kwargs = key
+                        v = it.call_func(Func(module, start, "", args, kwargs, bound), [], {})
+                    from .values import truth
+                    if True in truth(v):
+                        out.add(label)
+        finally:
+            it.cap = saved
+        result = frozenset(out)
+        cache[("admits", key)] = result
+        return result
+
+    # -------------------------------------------------------------- else branches
+    def _else_gates(self) -> list[Found]:
+        """``else`` of a chain with an arch test: admitted where every condition may be false,
+        reported when that excludes something."""
+        out = []
+        seen = set()
+        for r in self.tainted:
+            node = r.node
+            ifs = _if_of(node)
+            if ifs is None or ifs.id in seen:
+                continue
+            seen.add(ifs.id)
+            other = next((a for a in ifs.children_by_field_name("alternative") if a.type == "else_clause"), None)
+            if other is None:
+                continue
+            conds = [ifs.child_by_field_name("condition")] + [a.child_by_field_name("condition") for a in ifs.children_by_field_name("alternative") if a.type == "elif_clause"]
+            tainted = [c for c in conds if c is not None and (self.recs.get(c.id) and self.recs[c.id].taint is not None)]
+            if not tainted:
+                continue
+            admits = tuple(c for c in self.caps if all(False in self._truths(e, c) for e in conds))
+            if len(admits) == len(self.caps):
+                continue
+            parts = []
+            kinds: set = set()
+            t = None
+            for c in conds:
+                rec = self.recs.get(c.id)
+                if rec is not None and rec.taint is not None:
+                    sites = self._sites(c)
+                    s, e, _ = self._span(c, sites) if sites else (c, c, c)
+                    text = one_line(self.mod.data[s.start_byte:e.end_byte].decode("utf-8", "replace"), 200)
+                    kinds |= rec.taint.kinds
+                    t = rec.taint if t is None else t.merge(rec.taint)
+                else:
+                    text = one_line(self.mod.text(c), 200)
+                parts.append(f"not ({text})")
+            body = other.child_by_field_name("body")
+            kw = other.child(0)
+            out.append(Found(
+                line=line_of(kw), col=kw.start_point[1], end_line=line_of(kw), kind=_kind(kinds),
+                expression=" and ".join(parts), domain="device", admits=admits, context=context_of(self.mod, ifs),
+                unknowns=_unknowns(t.unknowns, ""), resolved_by="name" if "name" in t.via else "definition" if "definition" in t.via else "literal",
+                resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
+                chain=tuple(parts), guards="reject" if body is not None and any(_rejects(s) for s in body.named_children) else "",
+                name_implies=self._name_implies(t.names),
+                body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
+            ))
+        return out
+
+
+def _single(x):
+    from .values import val
+    return val(x)
+
+
+def _is_test(node: Node) -> bool:
+    p = node.parent
+    if p is None:
+        return False
+    if p.type in _TEST_PARENTS:
+        return p.child_by_field_name("condition") is not None and p.child_by_field_name("condition").id == node.id
+    if p.type == "assert_statement":
+        kids = [c for c in p.named_children if c.type != "comment"]
+        return bool(kids) and kids[0].id == node.id
+    if p.type == "conditional_expression":
+        kids = [c for c in p.named_children if c.type != "comment"]
+        return len(kids) == 3 and kids[1].id == node.id
+    return False
+
+
+def _position(node: Node) -> str:
+    """``def`` when the value only defines a name (a flag, a lambda, a default). A function's
+    return value is a decision its callers act on, so it counts as a use."""
+    n = node
+    while n.parent is not None and n.parent.type == "parenthesized_expression":
+        n = n.parent
+    p = n.parent
+    if p is None:
+        return "use"
+    if p.type == "assignment" and p.child_by_field_name("right") is not None and p.child_by_field_name("right").id == n.id:
+        left = p.child_by_field_name("left")
+        while p.parent is not None and p.parent.type == "assignment":
+            p = p.parent
+            left = p.child_by_field_name("left")
+        return "def" if left is not None and left.type in ("identifier", "pattern_list", "tuple_pattern") else "use"
+    if p.type in ("lambda", "default_parameter", "typed_default_parameter"):
+        return "def"
+    return "use"
+
+
+def _lift(site: Node, root: Node) -> Node:
+    n = site
+    while n.id != root.id and n.parent is not None and n.parent.type not in _BOOLEAN:
+        n = n.parent
+    return n
+
+
+def _common(nodes: list[Node], root: Node) -> Node:
+    def chain(n):
+        out = []
+        while n is not None:
+            out.append(n)
+            if n.id == root.id:
+                break
+            n = n.parent
+        return out[::-1]
+
+    chains = [chain(n) for n in nodes]
+    common = root
+    for level in zip(*chains):
+        if all(x.id == level[0].id for x in level):
+            common = level[0]
+        else:
+            break
+    return common
+
+
+def _chain(node: Node) -> list[Node]:
+    """Operands of a left-nested ``a and b and c`` (same operator), in order."""
+    op = node.child_by_field_name("operator").type
+    out = []
+    n = node
+    stack = []
+    while n.type == "boolean_operator" and n.child_by_field_name("operator").type == op:
+        stack.append(n.child_by_field_name("right"))
+        n = n.child_by_field_name("left")
+    out.append(n)
+    out.extend(reversed(stack))
+    return out
+
+
+def _kind(kinds) -> str:
+    for k in KIND_ORDER:
+        if k in kinds:
+            return k
+    return "capability-compare"
+
+
+def _unknowns(notes: tuple, expression: str) -> tuple[str, ...]:
+    own = [u for u in notes if u in expression]
+    rest = [u for u in notes if u not in own]
+    return tuple(dict.fromkeys(own + rest))[:8]
+
+
+def _earlier_conditions(node: Node) -> list[Node]:
+    p = node.parent
+    if p is None:
+        return []
+    if p.type == "elif_clause":
+        ifs = p.parent
+        out = [ifs.child_by_field_name("condition")]
+        for a in ifs.children_by_field_name("alternative"):
+            if a.id == p.id:
+                break
+            if a.type == "elif_clause":
+                out.append(a.child_by_field_name("condition"))
+        return out
+    return []
+
+
+def _if_of(node: Node) -> Node | None:
+    p = node.parent
+    if p is None:
+        return None
+    if p.type == "if_statement" and p.child_by_field_name("condition").id == node.id:
+        return p
+    if p.type == "elif_clause" and p.child_by_field_name("condition").id == node.id:
+        return p.parent
+    return None
+
+
+def _controlled_block(node: Node) -> Node | None:
+    p = node.parent
+    if p is not None and p.type in ("if_statement", "elif_clause"):
+        return p.child_by_field_name("consequence")
+    return None
+
+
+def _rejects(stmt: Node) -> bool:
+    if stmt.type == "raise_statement":
+        return True
+    if stmt.type == "expression_statement" and stmt.named_children:
+        c = stmt.named_children[0]
+        if c.type == "call" and _last(c.child_by_field_name("function")) in names_mod.table().reject_calls:
+            return True
+    return False
+
+
+def _last(f: Node | None) -> str:
+    if f is None:
+        return ""
+    if f.type == "identifier":
+        return f.text.decode()
+    if f.type == "attribute":
+        return f.child_by_field_name("attribute").text.decode()
+    return ""
+
+
+def _body_lines(node: Node) -> tuple[int, int]:
+    """The region the condition controls: the branch body, the chosen value, or the statement."""
+    block = _controlled_block(node)
+    p = node.parent
+    if block is None and p is not None and p.type == "while_statement":
+        block = p.child_by_field_name("body")
+    if block is None and p is not None and p.type == "conditional_expression":
+        block = p.named_children[0]
+    if block is None:
+        n = node
+        while n.parent is not None and n.parent.type not in ("block", "module"):
+            n = n.parent
+        block = n
+    return line_of(block), block.end_point[0] + 1
+
+
+def context_of(mod: Module, node: Node) -> str:
+    """``Class.method`` (or ``function.inner``) around ``node``; "" at module level."""
+    parts = []
+    p = node.parent
+    while p is not None:
+        if p.type in ("function_definition", "class_definition"):
+            parts.append(p.child_by_field_name("name").text.decode())
+        p = p.parent
+    return ".".join(reversed(parts))

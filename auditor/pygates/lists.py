@@ -1,0 +1,251 @@
+"""List- and flag-shaped gates: what a call, decorator or assignment lists explicitly.
+
+``get_nvcc_flags_list(supported_major_versions=[9, 10])`` admits every capability of those
+majors (a compile-target filter); ``@supported_compute_capability([90, 100])`` lists
+``major*10+minor``; ``admissible_archs = ["sm_90a"]`` and fixed nvcc flags
+(``-gencode=arch=compute_90a,code=sm_90a``, ``TORCH_CUDA_ARCH_LIST="9.0a"``) name nvcc
+targets, so they are gates in the *target* domain. Which keyword/call/name means what is
+data (``lists`` in predicate-names.json); the nvcc flag syntax is nvcc's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from .. import arch
+from ..model import Resolution
+from . import names as names_mod
+from .gates import Found, context_of
+from .interp import Frame, Interp, line_of, one_line
+from .symbols import Module
+from .values import UNKNOWN
+
+_GENCODE = re.compile(r"(?:-gencode|--generate-code)[= ]arch=compute_(\d+[af]?),code=\[?([A-Za-z0-9_,]+)\]?")
+_ARCH_FLAG = re.compile(r"(?:^|\s)(?:-arch|--gpu-architecture)[= ](sm|compute)_(\d+[af]?)\b")
+_ARCH_LIST_ITEM = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
+_NUMBER = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
+
+
+def list_tokens() -> re.Pattern:
+    entries = names_mod.table().lists
+    words = [e.get("keyword") or e.get("call") or e.get("assign") for e in entries]
+    return re.compile(("|".join(map(re.escape, words)) + r"|compute_\d|sm_\d\d|TORCH_CUDA_ARCH_LIST").encode())
+
+
+def scan_lists(it: Interp, mod: Module) -> list[Found]:
+    """Find list/flag gates at the token positions of ``mod`` (no walk of the whole tree)."""
+    out: list[Found] = []
+    done: set[int] = set()
+    by_word = {e.get("keyword") or e.get("call") or e.get("assign"): e for e in names_mod.table().lists}
+    for m in list_tokens().finditer(mod.data):
+        word = m.group(0).decode()
+        node = mod.root.descendant_for_byte_range(m.start(), m.end())
+        if node is None:
+            continue
+        entry = by_word.get(word)
+        found = _listed(it, mod, node, entry) if entry else _flags(mod, node, word)
+        if found is not None and found[0] not in done:
+            done.add(found[0])
+            out.append(found[1])
+    return out
+
+
+def _listed(it: Interp, mod: Module, node: Node, entry: dict):
+    if "keyword" in entry:
+        kw = _up(node, "keyword_argument")
+        call = _up(kw, "call") if kw is not None else None
+        if call is None:
+            return None
+        value, where = kw.child_by_field_name("value"), call
+    elif "call" in entry:
+        call = _up(node, "call")
+        if call is None or _callee(call) != entry["call"]:
+            return None
+        args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
+        if not args:
+            return None
+        value, where = args[0], call
+    else:
+        assign = _up(node, "assignment")
+        if assign is None or not assign.child_by_field_name("left").text.decode().endswith(entry["assign"]):
+            return None
+        value, where = assign.child_by_field_name("right"), assign
+    items, resolution = _constant(it, mod, value)
+    if items is None:
+        return None
+    unit = entry["unit"]
+    if unit == "target":
+        domain = "target"
+        admits = arch.sort_archs("target", (s for s in items if isinstance(s, str) and s in arch.target_order()))
+    else:
+        domain = "device"
+        admits = tuple(c for c in arch.capabilities() if _listed_cap(c, items, unit))
+    decorator = where.parent if where.parent is not None and where.parent.type == "decorator" else None
+    body = where
+    context_node = where
+    if decorator is not None:
+        definition = decorator.parent.child_by_field_name("definition") if decorator.parent is not None else None
+        if definition is not None:
+            body = definition
+            context_node = definition.child_by_field_name("body") or definition
+    elif unit == "target":
+        cls = _up(where, "class_definition")
+        body = cls or where
+    return where.id, Found(
+        line=line_of(where), col=where.start_point[1], end_line=where.end_point[0] + 1, kind="major-list",
+        expression=one_line(mod.text(where), 400), domain=domain, admits=admits,
+        context=context_of(mod, context_node), resolved_by="definition" if resolution else "literal",
+        resolutions=(resolution,) if resolution else (), body_lines=(line_of(body), body.end_point[0] + 1),
+    )
+
+
+def _listed_cap(label: str, items, unit: str) -> bool:
+    major, minor = (int(x) for x in label.split("."))
+    if unit == "major":
+        return major in items
+    return major * 10 + minor in items
+
+
+def _constant(it: Interp, mod: Module, node: Node):
+    """The elements of a literal list/tuple/set, or of a module constant naming one."""
+    resolution = None
+    if node.type == "identifier":
+        name = node.text.decode()
+        bs = mod.bindings.get(name)
+        if not bs or not all(b.kind == "value" for b in bs):
+            return None, None
+        resolution = Resolution(name, mod.path, line_of(bs[-1].node), one_line(mod.text(bs[-1].node)))
+    elif node.type not in ("list", "tuple", "set"):
+        return None, None
+    with it.quiet():
+        v = it.eval(node, Frame(mod, None))
+    if len(v.elems) != 1:
+        return None, None
+    x = v.only()
+    if x is UNKNOWN or not isinstance(x, (tuple, frozenset)):
+        return None, None
+    return tuple(x), resolution
+
+
+def _flags(mod: Module, node: Node, word: str):
+    """A string literal holding fixed nvcc target flags, or a TORCH_CUDA_ARCH_LIST value."""
+    if word == "TORCH_CUDA_ARCH_LIST":
+        stmt = node
+        while stmt.parent is not None and stmt.type not in ("expression_statement", "pair", "keyword_argument", "call"):
+            stmt = stmt.parent
+        for s in _strings(stmt):
+            text = _string_text(s)
+            if text is None or text == "TORCH_CUDA_ARCH_LIST":
+                continue
+            admits = _arch_list(text)
+            if admits is not None:
+                return s.id, _flag_gate(mod, s, admits)
+        return None
+    s = _up(node, "string")
+    if s is None:
+        return None
+    text = _string_text(s)
+    if text is None:
+        return None
+    admits = _gencode(text)
+    if admits is None:
+        return None
+    return s.id, _flag_gate(mod, s, admits)
+
+
+def _flag_gate(mod: Module, s: Node, admits) -> Found:
+    stmt = s
+    while stmt.parent is not None and stmt.parent.type not in ("block", "module"):
+        stmt = stmt.parent
+    return Found(
+        line=line_of(s), col=s.start_point[1], end_line=s.end_point[0] + 1, kind="gencode-flags",
+        expression=one_line(mod.text(s), 400), domain="target", admits=arch.sort_archs("target", admits),
+        context=context_of(mod, s), body_lines=(line_of(stmt), stmt.end_point[0] + 1),
+    )
+
+
+def _gencode(text: str) -> set[str] | None:
+    """Targets a fixed nvcc flag string compiles for (with what its PTX can JIT to)."""
+    out: set[str] = set()
+    hit = False
+    for m in _GENCODE.finditer(text):
+        hit = True
+        for code in m.group(2).split(","):
+            out |= _code(code)
+    for m in _ARCH_FLAG.finditer(text):
+        hit = True
+        number = m.group(2)
+        out |= _code(f"sm_{number}") if m.group(1) == "sm" else set()
+        out |= _code(f"compute_{number}")
+    return out if hit else None
+
+
+def _arch_list(text: str) -> set[str] | None:
+    items = [t for t in re.split(r"[;,\s]+", text.strip()) if t]
+    out: set[str] = set()
+    for item in items:
+        m = _ARCH_LIST_ITEM.match(item)
+        if not m:
+            return None
+        number = f"{m.group(1)}{m.group(2)}{m.group(3)}"
+        out |= _code(f"sm_{number}")
+        if m.group(4):
+            out |= _code(f"compute_{number}")
+    return out if items else None
+
+
+def _code(code: str) -> set[str]:
+    """``sm_90a`` -> itself; PTX ``compute_90`` -> every target it can JIT to (same or newer;
+    ``a`` PTX only its own target, ``f`` PTX its family)."""
+    m = _NUMBER.match(code)
+    if not m:
+        return set()
+    number, suffix = int(m.group(1)), m.group(2)
+    targets = arch.device_targets()
+    if code.startswith("sm_"):
+        return {code} if code in targets else set()
+    out = set()
+    for t in targets:
+        tm = _NUMBER.match(t)
+        n, s = int(tm.group(1)), tm.group(2)
+        if suffix == "a" and t == f"sm_{number}a":
+            out.add(t)
+        elif suffix == "f" and s == "f" and n // 10 == number // 10 and n >= number:
+            out.add(t)
+        elif suffix == "" and s == "" and n >= number:
+            out.add(t)
+    return out
+
+
+def _strings(node: Node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "string":
+            yield n
+            continue
+        stack.extend(reversed(n.named_children))
+
+
+def _string_text(s: Node) -> str | None:
+    if any(c.type == "interpolation" for c in s.children):
+        return None
+    return "".join(c.text.decode("utf-8", "replace") for c in s.children if c.type == "string_content")
+
+
+def _up(node: Node | None, kind: str) -> Node | None:
+    n = node
+    while n is not None and n.type != kind:
+        if n.type in ("block", "module"):
+            return None
+        n = n.parent
+    return n
+
+
+def _callee(call: Node) -> str:
+    f = call.child_by_field_name("function")
+    if f.type == "attribute":
+        return f.child_by_field_name("attribute").text.decode()
+    return f.text.decode() if f.type == "identifier" else ""

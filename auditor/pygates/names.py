@@ -1,0 +1,79 @@
+"""The data table ``data/predicate-names.json``: what names and known APIs mean.
+
+Architecture facts live there, not in code; this module only compiles them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from .. import arch
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    predicates: tuple[tuple[re.Pattern, dict], ...]
+    sources: dict[str, str]
+    """Capability sources: API name -> ``capability`` or ``properties``."""
+    tests: dict[str, str]
+    """Capability tests: API name -> comparison operator applied as ``device OP argument``."""
+    partial: frozenset[str]
+    wrappers: frozenset[str]
+    """Callables that return the function they wrap (``lru_cache(maxsize=1)(f)``)."""
+    reject_calls: frozenset[str]
+    lists: tuple[dict, ...]
+    tokens: re.Pattern
+    """Bytes pattern: a file without a match holds no gate and no predicate definition."""
+
+
+@cache
+def table() -> Table:
+    raw = json.loads(resources.files("auditor").joinpath("data", "predicate-names.json").read_text("utf-8"))
+    api = raw["api"]
+    return Table(
+        predicates=tuple((re.compile(p["pattern"]), p) for p in raw["predicates"]),
+        sources=dict(api["sources"]),
+        tests=dict(api["tests"]),
+        partial=frozenset(api["partial"]),
+        wrappers=frozenset(api["wrappers"]),
+        reject_calls=frozenset(api["reject_calls"]),
+        lists=tuple(raw["lists"]),
+        tokens=re.compile("|".join(raw["tokens"]).encode()),
+    )
+
+
+@cache
+def literals() -> tuple[bytes, ...]:
+    """The literal start of each token pattern: a cheap test that must pass before the pattern runs."""
+    raw = json.loads(resources.files("auditor").joinpath("data", "predicate-names.json").read_text("utf-8"))
+    out = []
+    for tok in raw["tokens"]:
+        m = re.match(r"[A-Za-z0-9_]*", tok)
+        lit = m.group(0)
+        if tok[len(lit):len(lit) + 1] in ("?", "*", "{"):
+            lit = lit[:-1]
+        out.append(lit.encode())
+    return tuple(dict.fromkeys(out))
+
+
+@cache
+def promised(name: str) -> frozenset[str] | None:
+    """The capabilities a predicate's name promises (``is_sm100a_supported`` -> 10.0), or None."""
+    for pattern, entry in table().predicates:
+        m = pattern.match(name)
+        if not m:
+            continue
+        groups = (m.group(0), *m.groups())
+        if "capabilities" in entry:
+            caps = set(entry["capabilities"])
+        elif "capability" in entry:
+            caps = {entry["capability"].format(*groups)}
+        else:
+            major = entry["major"].format(*groups)
+            caps = {c for c in arch.capabilities() if c.split(".")[0] == major}
+        return frozenset(c for c in caps if c in arch.capabilities())
+    return None

@@ -1,0 +1,373 @@
+"""The scanned Python program: each file parsed once into a module with a symbol table.
+
+A module knows the names its top level binds (definitions, assignments, imports — all of
+them, joined when evaluated: module globals are read after import, whatever branch bound
+them), the classes it defines, and where its definitions start so a function value can be
+found again. Imports are resolved inside the input by dotted name, relative or absolute;
+a tree whose package sits under a folder (``python/sglang/...``) still resolves
+``sglang.srt.utils`` by suffix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+import tree_sitter_python
+from tree_sitter import Language, Node, Parser
+
+from ..model import FileError, SourceFile
+
+SCOPE_TYPES = ("function_definition", "class_definition")
+_PY2 = ("print_statement", "exec_statement")
+
+
+@cache
+def parser() -> Parser:
+    return Parser(Language(tree_sitter_python.language()))
+
+
+def module_name(path: str) -> tuple[str, bool]:
+    """``flashinfer/utils.py`` -> (``flashinfer.utils``, False); ``a/__init__.py`` -> (``a``, True)."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One place a name is bound: ``value`` (an expression, destructured by ``path``),
+    ``def``, ``class``, ``import`` (of ``target``) or ``opaque`` (loop variables and the like)."""
+
+    kind: str
+    node: Node | None = None
+    path: tuple = ()
+    target: str = ""
+
+
+@dataclass(slots=True)
+class ClassInfo:
+    module: str
+    qualname: str
+    node: Node
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    bases: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Module:
+    path: str
+    name: str
+    is_package: bool
+    data: bytes
+    root: Node
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    stars: list[str] = field(default_factory=list)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    defs: dict[int, Node] = field(default_factory=dict)
+    """Function and lambda nodes by start byte, filled as they are looked up."""
+    units: list[tuple[Node, str, tuple[str, ...]]] = field(default_factory=list)
+    """Top-level statements and class members: (node, qualname of the scope, names bound)."""
+
+    @property
+    def package(self) -> str:
+        return self.name if self.is_package else self.name.rpartition(".")[0]
+
+    def text(self, node: Node) -> str:
+        return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+_PY2_HINT = re.compile(rb"^[ \t]*(?:print|exec)[ \t]+[^\s(=.,)\]:]", re.M)
+
+
+def first_error(root: Node, data: bytes) -> Node | None:
+    """The first ERROR/MISSING node, or Python 2 ``print``/``exec`` statement, in source order."""
+    if not root.has_error and not _PY2_HINT.search(data):
+        return None
+    best = None
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.is_error or n.is_missing or n.type in _PY2:
+            if best is None or n.start_byte < best.start_byte:
+                best = n
+            continue
+        stack.extend(n.children)
+    return best
+
+
+def parse(file: SourceFile) -> tuple[Module | None, FileError | None]:
+    """Parse one file. A bad encoding is an error and no module; a syntax error (or a Python 2
+    statement) is an error too, but the statements tree-sitter did parse are kept."""
+    try:
+        file.data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = file.data.count(b"\n", 0, e.start) + 1
+        return None, FileError(file.path, f"not valid UTF-8 at line {line}", file.input)
+    tree = parser().parse(file.data)
+    err = first_error(tree.root_node, file.data)
+    error = None
+    if err is not None:
+        error = FileError(file.path, f"python syntax error at line {err.start_point[0] + 1}", file.input)
+    name, is_package = module_name(file.path)
+    mod = Module(file.path, name, is_package, file.data, tree.root_node)
+    _collect(mod, tree.root_node.children, mod.bindings, "")
+    return mod, error
+
+
+def dotted(node: Node) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def _collect(mod: Module, stmts, bindings: dict, scope: str) -> None:
+    """Bindings of a module or class body, looking into compound statements but not into
+    function bodies; records units and definition nodes as it goes."""
+    for stmt in stmts:
+        if stmt.has_error or stmt.type in _PY2:
+            continue
+        names: list[str] = []
+        _bind_stmt(mod, stmt, bindings, scope, names)
+        if stmt.is_named and stmt.type != "comment":
+            mod.units.append((stmt, scope, tuple(names)))
+
+
+def _add(bindings: dict, names: list, name: str, b: Binding) -> None:
+    bindings.setdefault(name, []).append(b)
+    names.append(name)
+
+
+def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list) -> None:
+    t = stmt.type
+    if t == "decorated_definition":
+        stmt = stmt.child_by_field_name("definition")
+        t = stmt.type
+    if t == "function_definition":
+        name = dotted(stmt.child_by_field_name("name"))
+        _add(bindings, names, name, Binding("def", stmt))
+    elif t == "class_definition":
+        name = dotted(stmt.child_by_field_name("name"))
+        qual = f"{scope}.{name}" if scope else name
+        _add(bindings, names, name, Binding("class", stmt))
+        supers = stmt.child_by_field_name("superclasses")
+        bases = tuple(dotted(c) for c in supers.named_children if c.type in ("identifier", "attribute")) if supers else ()
+        info = ClassInfo(mod.name, qual, stmt, bases=bases)
+        mod.classes[qual] = info
+        body = stmt.child_by_field_name("body")
+        _collect(mod, body.named_children, info.bindings, qual)
+    elif t == "expression_statement":
+        for c in stmt.named_children:
+            if c.type in ("assignment", "augmented_assignment"):
+                _bind_assignment(c, bindings, names)
+    elif t in ("import_statement", "import_from_statement"):
+        for name, target in imports(mod, stmt):
+            if name == "*":
+                mod.stars.append(target)
+            else:
+                _add(bindings, names, name, Binding("import", stmt, target=target))
+    elif t in ("if_statement", "try_statement", "with_statement", "for_statement", "while_statement",
+               "elif_clause", "else_clause", "except_clause", "finally_clause", "block", "match_statement"):
+        if t == "for_statement":
+            for n in _target_names(stmt.child_by_field_name("left")):
+                _add(bindings, names, n, Binding("opaque"))
+        for c in stmt.named_children:
+            if c.type == "block" or c.type.endswith("_clause") or c.type.endswith("_statement") or c.type == "decorated_definition":
+                _bind_stmt(mod, c, bindings, scope, names)
+
+
+def _bind_assignment(node: Node, bindings: dict, names: list) -> None:
+    """``a = b = rhs``, ``a, b = rhs``; augmented and annotated-only forms are opaque."""
+    targets = []
+    rhs = node
+    while rhs is not None and rhs.type == "assignment":
+        targets.append(rhs.child_by_field_name("left"))
+        rhs = rhs.child_by_field_name("right")
+    if node.type == "augmented_assignment":
+        for n in _target_names(node.child_by_field_name("left")):
+            _add(bindings, names, n, Binding("opaque"))
+        return
+    for target in targets:
+        for n, path in destructure(target):
+            _add(bindings, names, n, Binding("value", rhs, path) if rhs is not None else Binding("opaque"))
+
+
+def destructure(target: Node, path: tuple = ()):
+    """Names in an assignment target with their index path: ``a, (b, c)`` -> a (0,), b (1, 0), ..."""
+    if target is None:
+        return
+    if target.type == "identifier":
+        yield dotted(target), path
+    elif target.type in ("pattern_list", "tuple_pattern", "list_pattern", "expression_list", "tuple", "list"):
+        items = [c for c in target.named_children]
+        starred = any(c.type in ("list_splat_pattern", "list_splat") for c in items)
+        for i, c in enumerate(items):
+            if c.type in ("list_splat_pattern", "list_splat"):
+                for n, _ in destructure(c.named_children[0] if c.named_children else None, path):
+                    yield n, path + (None,)
+            elif starred:
+                for n, _ in destructure(c, path):
+                    yield n, path + (None,)
+            else:
+                yield from destructure(c, path + (i,))
+    elif target.type == "parenthesized_expression" and target.named_children:
+        yield from destructure(target.named_children[0], path)
+
+
+def _target_names(target: Node):
+    return [n for n, _ in destructure(target)] if target is not None else []
+
+
+def definition_at(mod: Module, start: int) -> Node | None:
+    """The function or lambda that starts at byte ``start`` (looked up once, then kept)."""
+    hit = mod.defs.get(start)
+    if hit is None:
+        n = mod.root.descendant_for_byte_range(start, start)
+        while n is not None and not (n.type in ("function_definition", "lambda") and n.start_byte == start):
+            n = n.parent
+        if n is not None:
+            mod.defs[start] = n
+        hit = n
+    return hit
+
+
+def imports(mod: Module, stmt: Node) -> list[tuple[str, str]]:
+    """(local name, absolute dotted target) for each name an import statement binds.
+
+    ``import a.b`` binds ``a`` to module ``a``; ``import a.b as c`` binds ``c`` to ``a.b``;
+    ``from .x import y`` binds ``y`` to ``<package>.x.y`` (module or attribute, decided later);
+    a star import yields ``("*", module)``.
+    """
+    out = []
+    if stmt.type == "import_statement":
+        for c in stmt.named_children:
+            if c.type == "aliased_import":
+                out.append((dotted(c.child_by_field_name("alias")), dotted(c.child_by_field_name("name"))))
+            elif c.type == "dotted_name":
+                full = dotted(c)
+                out.append((full.split(".")[0], full.split(".")[0]))
+        return out
+    src = stmt.child_by_field_name("module_name")
+    base = absolute(mod, src)
+    for c in stmt.named_children:
+        if c.id == src.id or c.type == "comment":
+            continue
+        if c.type == "wildcard_import":
+            out.append(("*", base))
+        elif c.type == "aliased_import":
+            out.append((dotted(c.child_by_field_name("alias")), f"{base}.{dotted(c.child_by_field_name('name'))}"))
+        elif c.type == "dotted_name":
+            out.append((dotted(c).split(".")[-1], f"{base}.{dotted(c)}"))
+    return out
+
+
+def absolute(mod: Module, src: Node) -> str:
+    """The absolute dotted name of an import source, relative ones resolved against ``mod``."""
+    if src.type != "relative_import":
+        return dotted(src)
+    prefix = next((c for c in src.children if c.type == "import_prefix"), None)
+    level = len(dotted(prefix)) if prefix is not None else 0
+    rest = next((dotted(c) for c in src.children if c.type == "dotted_name"), "")
+    parts = mod.package.split(".") if mod.package else []
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(p for p in (*parts, rest) if p)
+
+
+class Program:
+    """The modules of one input, with the indexes resolution needs. Files are parsed when the
+    scan asks for them or when resolution reaches them (an ``__init__`` that re-exports)."""
+
+    def __init__(self, files=()) -> None:
+        self.modules: dict[str, Module] = {}
+        self.by_path: dict[str, Module] = {}
+        self.errors: list[FileError] = []
+        self._files: dict[str, SourceFile] = {}
+        self._suffix: dict[str, list[str]] = {}
+        self.functions: dict[str, list[tuple[Module, Binding]]] = {}
+        self.methods: dict[str, list[tuple[Module, str, Node]]] = {}
+        for f in files:
+            name = module_name(f.path)[0]
+            if name in self._files:
+                continue
+            self._files[name] = f
+            parts = name.split(".")
+            for i in range(1, len(parts)):
+                self._suffix.setdefault(".".join(parts[i:]), []).append(name)
+
+    def load(self, file: SourceFile) -> Module | None:
+        if file.path in self.by_path:
+            return self.by_path[file.path]
+        mod, error = parse(file)
+        if error is not None:
+            self.errors.append(error)
+        if mod is not None:
+            self.add(mod)
+        return mod
+
+    def add(self, mod: Module) -> None:
+        self.modules.setdefault(mod.name, mod)
+        self.by_path[mod.path] = mod
+        for name, bs in mod.bindings.items():
+            for b in bs:
+                if b.kind in ("def", "value"):
+                    self.functions.setdefault(name, []).append((mod, b))
+        for qual, info in mod.classes.items():
+            for name, bs in info.bindings.items():
+                for b in bs:
+                    if b.kind == "def":
+                        self.methods.setdefault(name, []).append((mod, qual, b.node))
+
+    def module(self, name: str) -> Module | None:
+        """A module by absolute dotted name, or by suffix when the input root sits above the package."""
+        m = self.modules.get(name)
+        if m is not None:
+            return m
+        if name not in self._files:
+            cands = self._suffix.get(name)
+            if not cands:
+                return None
+            name = min(cands, key=len)
+            m = self.modules.get(name)
+            if m is not None:
+                return m
+        f = self._files.get(name)
+        return self.load(f) if f is not None else None
+
+
+def word_pattern(names) -> re.Pattern | None:
+    """A bytes pattern for any of ``names`` (a trie, so that hundreds of names cost about what
+    one does); see :func:`word_starts` for whole-identifier matches."""
+    trie: dict = {}
+    for name in set(names):
+        node = trie
+        for ch in name.encode():
+            node = node.setdefault(ch, {})
+        node[None] = {}
+    if not trie:
+        return None
+    return re.compile(_trie_regex(trie) + rb"(?![A-Za-z0-9_])")
+
+
+def word_starts(pattern: re.Pattern, data: bytes) -> list[int]:
+    """Where ``pattern`` (from :func:`word_pattern`) matches a whole identifier. The check
+    before the match is done here: a look-behind in the pattern costs it its fast scan."""
+    out = []
+    for m in pattern.finditer(data):
+        i = m.start()
+        if i == 0 or not (data[i - 1:i].isalnum() or data[i - 1] == 95):
+            out.append(i)
+    return out
+
+
+def _trie_regex(node: dict) -> bytes:
+    alts = []
+    end = None in node
+    for ch, child in sorted((k, v) for k, v in node.items() if k is not None):
+        alts.append(re.escape(bytes([ch])) + _trie_regex(child))
+    if not alts:
+        return b""
+    body = alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+    if end:
+        body = b"(?:" + body + b")?"
+    return body

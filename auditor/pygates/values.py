@@ -1,0 +1,355 @@
+"""The abstract values the evaluator computes with, for one device capability at a time.
+
+A value is the *set* of concrete values an expression may have (so ``major, minor = None, None``
+followed by a branch that reads the capability gives ``{None, 12}``), plus a taint that says
+whether — and through what — it depends on the device architecture. Operations apply
+Python's own semantics element by element; an element whose operation raises drops out (that
+path raises), so ``(8, 0) <= (None, None)`` contributes nothing. Opaque elements stand for
+what static reading cannot know: ``UNKNOWN`` (anything), ``TRUTHY`` and ``FALSY`` (an unknown
+value whose truth is known, as ``x and y`` yields when ``x`` is unknown).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+from ..model import Resolution
+
+MAX_ELEMS = 24
+"""Beyond this many possibilities a value is UNKNOWN: precision is not worth the time."""
+
+
+class Opaque:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNKNOWN = Opaque("UNKNOWN")
+TRUTHY = Opaque("TRUTHY")
+FALSY = Opaque("FALSY")
+
+
+class Cap(tuple):
+    """A device capability ``(major, minor)``: a tuple as torch returns it, with the
+    ``.major``/``.minor``/``.to_int()`` of the platform ``DeviceCapability`` wrappers."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Props:
+    """``get_device_properties(...)``: only ``major`` and ``minor`` are about the arch."""
+
+    cap: Cap
+
+
+@dataclass(frozen=True, slots=True)
+class ExtRef:
+    """Something outside the scanned input, by dotted name (``torch.cuda``)."""
+
+    path: str
+    free: bool = False
+    """Bound by no import or assignment in the input: a builtin, or a name from a star import."""
+
+    @property
+    def last(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class ModRef:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRef:
+    module: str
+    qualname: str
+
+
+@dataclass(frozen=True, slots=True)
+class SelfRef:
+    """``self``/``cls`` inside a method of the class."""
+
+    module: str
+    qualname: str
+
+
+@dataclass(frozen=True, slots=True)
+class Func:
+    """A function defined in the input (``def`` or ``lambda``), with arguments bound so far."""
+
+    module: str
+    start: int
+    """Byte offset of the definition: with ``module`` it finds the node."""
+    name: str
+    args: tuple = ()
+    kwargs: tuple = ()
+    bound: bool = False
+    """A method reached through an instance or class: its first parameter is taken."""
+    alias: tuple = ()
+    """Assignments it was reached through: (name, Resolution, key) each."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wrapper:
+    """``lru_cache(maxsize=1)``: calling it with a function returns the function."""
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """A method of a concrete str/tuple value, e.g. ``arch.startswith``."""
+
+    recv: object
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """How a value depends on the architecture."""
+
+    kinds: frozenset = frozenset()
+    """Gate kinds the dependence came through: capability-compare, predicate-call, platform-api."""
+    via: frozenset = frozenset()
+    """literal, definition or name."""
+    resolutions: frozenset = frozenset()
+    names: frozenset = frozenset()
+    """Predicates resolved by definition whose names promise something (for name_implies)."""
+    unknowns: tuple = ()
+
+    def merge(self, other: "Taint | None") -> "Taint":
+        if other is None or other is self:
+            return self
+        return Taint(
+            self.kinds | other.kinds,
+            self.via | other.via,
+            self.resolutions | other.resolutions,
+            self.names | other.names,
+            _dedupe(self.unknowns + other.unknowns),
+        )
+
+
+def _dedupe(items: tuple) -> tuple:
+    return tuple(dict.fromkeys(items))[:12]
+
+
+def merge(a: Taint | None, b: Taint | None) -> Taint | None:
+    if a is None:
+        return b
+    return a.merge(b)
+
+
+def taint(kind: str, via: str, resolution: Resolution | None = None) -> Taint:
+    return Taint(frozenset({kind}), frozenset({via}), frozenset({resolution}) if resolution else frozenset())
+
+
+@dataclass(frozen=True, slots=True)
+class Val:
+    elems: frozenset
+    taint: Taint | None = field(default=None)
+
+    def with_taint(self, t: Taint | None) -> "Val":
+        return self if t is None else Val(self.elems, merge(self.taint, t))
+
+    def only(self):
+        """The single element, or UNKNOWN."""
+        return next(iter(self.elems)) if len(self.elems) == 1 else UNKNOWN
+
+
+def val(*elems, taint: Taint | None = None) -> Val:
+    return make(elems, taint)
+
+
+def make(elems, taint: Taint | None = None) -> Val:
+    s = frozenset(elems)
+    if len(s) > MAX_ELEMS:
+        s = frozenset({UNKNOWN})
+    return Val(s, taint)
+
+
+NOTHING = Val(frozenset())
+ANY = val(UNKNOWN)
+BOOL = val(True, False)
+
+
+def join(*vals: Val) -> Val:
+    elems: set = set()
+    t = None
+    for v in vals:
+        elems |= v.elems
+        t = merge(t, v.taint)
+    return make(elems, t)
+
+
+DATA = (type(None), bool, int, float, str, tuple, frozenset)
+
+
+def is_data(x) -> bool:
+    return isinstance(x, DATA)
+
+
+def truths(x) -> frozenset:
+    """The truth values an element may have."""
+    if x is UNKNOWN:
+        return frozenset({True, False})
+    if x is TRUTHY:
+        return frozenset({True})
+    if x is FALSY:
+        return frozenset({False})
+    if is_data(x):
+        try:
+            return frozenset({bool(x)})
+        except Exception:
+            return frozenset({True, False})
+    return frozenset({True})
+
+
+def truth(v: Val) -> frozenset:
+    out: set = set()
+    for x in v.elems:
+        out |= truths(x)
+    return frozenset(out)
+
+
+def is_boolish(v: Val) -> bool:
+    """A truth value (``None`` allowed beside it: a predicate may fall off its end)."""
+    return any(x is not None for x in v.elems) and all(
+        x is None or isinstance(x, bool) or x is TRUTHY or x is FALSY for x in v.elems)
+
+
+def _short_circuit(a: Val, b_thunk, stop: bool) -> Val:
+    """``a and b`` (stop=False) / ``a or b`` (stop=True): elements of ``a`` whose truth is
+    ``stop`` are the result; the others give way to ``b`` (evaluated only if needed)."""
+    out: set = set()
+    t = a.taint
+    need_b = False
+    for x in a.elems:
+        tr = truths(x)
+        if stop in tr:
+            out.add(x if is_data(x) else (TRUTHY if stop else FALSY))
+        if (not stop) in tr:
+            need_b = True
+    if need_b:
+        b = b_thunk()
+        out |= b.elems
+        t = merge(t, b.taint)
+    return make(out, t)
+
+
+def bool_and(a: Val, b_thunk) -> Val:
+    return _short_circuit(a, b_thunk, False)
+
+
+def bool_or(a: Val, b_thunk) -> Val:
+    return _short_circuit(a, b_thunk, True)
+
+
+def bool_not(a: Val) -> Val:
+    out: set = set()
+    for x in a.elems:
+        out |= {not t for t in truths(x)}
+    return make(out, a.taint)
+
+
+_COMPARE = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
+    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+    "is": operator.is_, "is not": operator.is_not,
+}
+_BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+    "/": operator.truediv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+}
+
+
+def _pairs(a: Val, b: Val):
+    if len(a.elems) * len(b.elems) > MAX_ELEMS * 4:
+        return None
+    return [(x, y) for x in a.elems for y in b.elems]
+
+
+def compare(op: str, a: Val, b: Val) -> Val:
+    """A comparison is a bool or raises; anything opaque makes it either bool."""
+    t = merge(a.taint, b.taint)
+    if op in ("is", "is not"):
+        # Whether a capability "is None" is about availability, not the arch: keep it unknown.
+        t = None
+    pairs = _pairs(a, b)
+    if pairs is None:
+        return Val(BOOL.elems, t)
+    fn = _COMPARE[op]
+    out: set = set()
+    for x, y in pairs:
+        if op in ("is", "is not") and (isinstance(x, (Cap, Props)) or isinstance(y, (Cap, Props))):
+            out |= {True, False}
+            continue
+        if not (is_data(x) and is_data(y)) and (x in (UNKNOWN, TRUTHY, FALSY) or y in (UNKNOWN, TRUTHY, FALSY)):
+            out |= {True, False}
+            continue
+        if op in ("in", "not in") and not isinstance(y, (tuple, frozenset, str)):
+            out |= {True, False}
+            continue
+        try:
+            out.add(bool(fn(x, y)))
+        except Exception:
+            pass
+    return make(out, t)
+
+
+def binary(op: str, a: Val, b: Val) -> Val:
+    t = merge(a.taint, b.taint)
+    pairs = _pairs(a, b)
+    fn = _BINARY.get(op)
+    if pairs is None or fn is None:
+        return Val(ANY.elems, t)
+    out: set = set()
+    for x, y in pairs:
+        if not (is_data(x) and is_data(y)):
+            out.add(UNKNOWN)
+            continue
+        if op in ("*", "<<") and (isinstance(x, (str, tuple)) or isinstance(y, (str, tuple)) or op == "<<"):
+            if abs(y if isinstance(y, int) else x if isinstance(x, int) else 0) > 64:
+                out.add(UNKNOWN)
+                continue
+        try:
+            r = fn(x, y)
+        except Exception:
+            continue
+        if isinstance(r, tuple) and not isinstance(r, Cap) and isinstance(x, Cap):
+            r = tuple(r)
+        out.add(r)
+    return make(out, t)
+
+
+def unary(op: str, a: Val) -> Val:
+    fn = {"-": operator.neg, "+": operator.pos, "~": operator.invert}.get(op)
+    out: set = set()
+    for x in a.elems:
+        if fn is None or not is_data(x):
+            out.add(UNKNOWN)
+            continue
+        try:
+            out.add(fn(x))
+        except Exception:
+            pass
+    return make(out, a.taint)
+
+
+def product(vals: list[Val], build=tuple) -> Val:
+    """The tuple (or list) of several values: every combination, while that stays small."""
+    combos: list[tuple] = [()]
+    t = None
+    for v in vals:
+        t = merge(t, v.taint)
+        combos = [c + (x,) for c in combos for x in v.elems]
+        if len(combos) > MAX_ELEMS:
+            return Val(ANY.elems, t)
+    return make((build(c) for c in combos), t)

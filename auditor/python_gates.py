@@ -1,0 +1,191 @@
+"""Python architecture gates: the entry point of :mod:`auditor.pygates`.
+
+Reading order of the work: a byte search picks the files that mention an arch token; those
+are parsed (once each) into a program with symbol tables; the names they define that other
+files may call (predicates, flags) widen the byte search until no new file turns up; then
+every relevant scope is walked once per device capability and the gates are read off.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Sequence
+
+from . import arch, fingerprint, model
+from .pygates import names
+from .pygates.gates import Found, scan_module
+from .pygates.interp import Interp, capability
+from .pygates.values import Cap, Func, Props, is_boolish
+from .pygates.lists import list_tokens, scan_lists
+from .pygates.symbols import Module, Program, word_pattern, word_starts
+
+_MAX_ROUNDS = 6
+
+
+def extract(files: Sequence[model.SourceFile]) -> tuple[list[model.Gate], list[model.FileError]]:
+    """Gates and unreadable files among the Python files of one input."""
+    python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
+    prog, relevant = load(python)
+    it = Interp(prog, relevant)
+    lists = list_tokens()
+    inputs = {f.path: f.input for f in python}
+    gates: list[model.Gate] = []
+    for mod in sorted(prog.by_path.values(), key=lambda m: m.path):
+        found = scan_module(it, mod, relevant)
+        if lists.search(mod.data):
+            found += scan_lists(it, mod)
+        gates += _finish(mod, found, inputs.get(mod.path, ""))
+    gates.sort(key=lambda g: (g.file, g.line, g.id))
+    errors = sorted(prog.errors, key=lambda e: e.file)
+    return gates, errors
+
+
+def load(files: Sequence[model.SourceFile]):
+    """Parse the files that matter: those with arch tokens, then those that name a predicate
+    the parsed ones define, until no new predicate turns up.
+
+    A *predicate* here is any module-level function or assigned name (or predicate-named
+    method) whose value depends on the arch when evaluated — found by evaluating it, not by
+    its text, so that the callers of callers of a capability check do not all count.
+    Returns the program (with the files it could not read) and the relevance test.
+    """
+    tokens = names.table().tokens
+    prog = Program(files)
+    relevant = Relevance(tokens)
+    pending, rest = _split(files, tokens)
+    known: set[str] = set()
+    for _ in range(_MAX_ROUNDS):
+        for f in pending:
+            prog.load(f)
+        it = Interp(prog, relevant)
+        fresh: set[str] = set()
+        for mod in list(prog.by_path.values()):
+            for node, scope, bound in mod.units:
+                todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
+                if todo and relevant(mod, node) and _is_predicate(it, mod, node, scope, todo[0]):
+                    fresh.update(todo)
+        if not fresh:
+            break
+        known |= fresh
+        relevant.learn(fresh, known)
+        pending = [f for f in rest if imported(f.data) & fresh]
+        taken = {id(f) for f in pending}
+        rest = [f for f in rest if id(f) not in taken]
+    return prog, relevant
+
+
+def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
+    """Whether the name a unit binds is a truth value or a capability that depends on the arch
+    (evaluated on one capability: the dependence, not the verdict, matters here). Other
+    arch-dependent values (a backend name chosen by arch) are gates where they are decided."""
+    it.cap = capability(arch.capabilities()[-2])
+    inner = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
+    if inner.type == "function_definition":
+        return _predicate_value(it.call_func(Func(mod.name, inner.start_byte, name, bound=bool(scope)), [], {}))
+    v = it.global_value(mod, name)
+    if v.taint is not None:
+        return _predicate_value(v)
+    return any(_predicate_value(it.call_func(x, [], {})) for x in v.elems if isinstance(x, Func))
+
+
+def _predicate_value(v) -> bool:
+    return v.taint is not None and (is_boolish(v) or any(isinstance(x, (Cap, Props)) for x in v.elems))
+
+
+class Relevance:
+    """Whether a definition may matter: it mentions an arch token or a predicate's name. Match
+    positions are found once per file and pattern; a test is a bisection."""
+
+    def __init__(self, tokens: re.Pattern) -> None:
+        self.tokens = tokens
+        self.words: re.Pattern | None = None
+        self.hits: dict[str, tuple[bytes, list[int]]] = {}
+
+    def _hits(self, mod: Module) -> list[int]:
+        entry = self.hits.get(mod.path)
+        if entry is None:
+            hits = [m.start() for m in self.tokens.finditer(mod.data)]
+            if self.words is not None:
+                hits += word_starts(self.words, mod.data)
+            entry = self.hits[mod.path] = (mod.data, sorted(hits))
+        return entry[1]
+
+    def learn(self, fresh: set[str], known: set[str]) -> None:
+        """New predicate names: add their positions to the files seen so far."""
+        pattern = word_pattern(fresh)
+        for path, (data, hits) in self.hits.items():
+            more = word_starts(pattern, data)
+            if more:
+                self.hits[path] = (data, sorted(hits + more))
+        self.words = word_pattern(known)
+
+    def __call__(self, mod: Module, node) -> bool:
+        hits = self._hits(mod)
+        i = bisect.bisect_left(hits, node.start_byte)
+        return i < len(hits) and hits[i] < node.end_byte
+
+
+def _split(files, pattern: re.Pattern):
+    """(files with an arch token, files without): a literal search first (fast), the
+    pattern only where a literal hit."""
+    literals = names.literals()
+    hit, miss = [], []
+    for f in files:
+        data = f.data
+        (hit if any(lit in data for lit in literals) and pattern.search(data) else miss).append(f)
+    return hit, miss
+
+
+_IMPORT_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def imported(data: bytes) -> set[str]:
+    """Words of a file's import statements: a file calls a predicate defined elsewhere by
+    importing it (a module-attribute call ``utils.pred()`` is not followed this way). Found
+    from the ``import`` keywords alone, so a file costs a few literal searches."""
+    out: set[str] = set()
+    pos = data.find(b"import")
+    while pos >= 0:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        if data.find(b"(", pos, end) >= 0:
+            close = data.find(b")", pos)
+            end = len(data) if close < 0 else close
+        for w in _IMPORT_NAME.findall(data, start, end):
+            out.add(w.decode())
+        pos = data.find(b"import", end)
+    return out
+
+
+def _exported(node, name: str, scope: str) -> bool:
+    """Names other files may call: functions and assigned names at module level, and methods
+    named like a predicate (``current_platform.is_blackwell()``); classes and imports are
+    reached through them."""
+    if name.startswith("__"):
+        return False
+    kind = node.child_by_field_name("definition").type if node.type == "decorated_definition" else node.type
+    if scope:
+        return kind == "function_definition" and names.promised(name) is not None
+    return kind in ("function_definition", "expression_statement")
+
+
+def _finish(mod: Module, found: list[Found], input_name: str) -> list[model.Gate]:
+    """Ids (ordinal among identical gates of a file, in source order) and the Gate records."""
+    found = sorted(found, key=lambda g: (g.line, g.col, g.kind, g.expression))
+    counts: dict[tuple, int] = {}
+    out = []
+    for g in found:
+        key = (g.kind, g.context, fingerprint.normalise(g.expression))
+        ordinal = counts.get(key, 0)
+        counts[key] = ordinal + 1
+        out.append(model.Gate(
+            id=fingerprint.gate_id(mod.path, g.kind, g.context, g.expression, ordinal),
+            file=mod.path, line=g.line, end_line=g.end_line, language="python", kind=g.kind,
+            expression=g.expression, domain=g.domain, admits=g.admits, unknowns=g.unknowns,
+            resolved_by=g.resolved_by, resolutions=g.resolutions, chain=g.chain, context=g.context,
+            guards=g.guards, name_implies=g.name_implies, body_lines=g.body_lines, input=input_name,
+            package=mod.path.split("/", 1)[0],
+        ))
+    return out

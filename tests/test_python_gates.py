@@ -1,0 +1,112 @@
+"""Python gates: known-answer tables over small fixture trees (fixtures/gates/python-*.yaml)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+from auditor import arch
+from auditor.model import SourceFile
+from auditor.python_gates import extract
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = sorted((ROOT / "fixtures" / "gates").glob("python-*.yaml"))
+
+
+def read_tree(name: str) -> list[SourceFile]:
+    base = ROOT / "fixtures" / "python" / name
+    return [SourceFile(p.relative_to(base).as_posix(), p.read_bytes(), "python")
+            for p in sorted(base.rglob("*.py"))]
+
+
+@cache
+def scanned(name: str):
+    return extract(read_tree(name))
+
+
+def cases():
+    for table in TABLES:
+        spec = yaml.safe_load(table.read_text())
+        for i, want in enumerate(spec["gates"]):
+            yield pytest.param(spec["tree"], want, id=f"{table.stem}-{want['file']}:{want.get('line', i)}")
+
+
+@pytest.mark.parametrize("tree,want", list(cases()))
+def test_known_answer(tree, want):
+    gates, _ = scanned(tree)
+    here = [g for g in gates if g.file == want["file"] and ("line" not in want or g.line == want["line"])
+            and ("expression" not in want or g.expression == want["expression"])]
+    if want.get("absent"):
+        assert not here, here
+        return
+    assert len(here) == 1, [(g.line, g.expression) for g in gates if g.file == want["file"]]
+    g = here[0]
+    for field in ("kind", "expression", "domain", "resolved_by", "guards", "context"):
+        if field in want:
+            assert getattr(g, field) == want[field], (field, g)
+    for field in ("admits", "name_implies", "unknowns", "body_lines"):
+        if field in want:
+            assert list(getattr(g, field)) == list(want[field]), (field, g)
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda p: p.stem)
+def test_tables_that_list_everything(table):
+    spec = yaml.safe_load(table.read_text())
+    if spec.get("exactly"):
+        gates, _ = scanned(spec["tree"])
+        assert len(gates) == len([w for w in spec["gates"] if not w.get("absent")])
+
+
+def test_software_versions_are_not_gates():
+    gates, errors = scanned("noise")
+    assert gates == [] and errors == []
+
+
+def test_errors_are_listed_and_the_rest_is_scanned():
+    gates, errors = scanned("errors")
+    reasons = {e.file: e.reason for e in errors}
+    assert reasons == {
+        "mixed/broken.py": "python syntax error at line 8",
+        "mixed/legacy.py": "python syntax error at line 4",
+        "mixed/latin1.py": "not valid UTF-8 at line 2",
+    }
+    found = {(g.file, g.expression, g.admits) for g in gates}
+    assert ("mixed/good.py", "torch.cuda.get_device_capability()[0] == 9", ("9.0",)) in found
+    assert ("mixed/broken.py", "torch.cuda.get_device_capability()[0] == 10", ("10.0", "10.3")) in found
+
+
+def test_gate_records_are_complete_and_stable():
+    gates, _ = scanned("predicates")
+    again, _ = extract(read_tree("predicates"))
+    assert [g.id for g in gates] == [g.id for g in again]
+    assert len({g.id for g in gates}) == len(gates)
+    assert gates == sorted(gates, key=lambda g: (g.file, g.line, g.id))
+    for g in gates:
+        assert g.language == "python" and g.domain == "device"
+        assert g.package == g.file.split("/")[0]
+        assert g.admits == arch.sort_archs("device", g.admits)
+        assert g.line <= g.end_line and g.body_lines[0] <= g.body_lines[1]
+        if g.resolved_by == "definition":
+            assert g.resolutions
+
+
+def test_resolutions_name_the_definitions_followed():
+    gates, _ = scanned("predicates")
+    g = next(g for g in gates if g.file == "app/fusion.py")
+    names = {r.name: (r.file, r.line) for r in g.resolutions}
+    assert names["_is_sm90_supported"] == ("app/fusion.py", 4)
+    assert names["is_sm100_supported"] == ("corelib/utils/common.py", 24)
+    assert names["_device_major_in"][0] == "corelib/utils/common.py"
+
+
+def test_a_file_without_tokens_is_not_parsed(monkeypatch):
+    from auditor.pygates import symbols
+    seen = []
+    real = symbols.parse
+    monkeypatch.setattr(symbols, "parse", lambda f: seen.append(f.path) or real(f))
+    extract([SourceFile("pkg/plain.py", b"def f(x):\n    return x + 1\n", "python"),
+             SourceFile("pkg/k.cu", b"__global__ void k() {}\n", "cuda")])
+    assert seen == []
