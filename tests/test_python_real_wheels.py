@@ -1,0 +1,83 @@
+"""Python gates on real releases (wheels read straight from the zip, cached on disk)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from auditor.model import SourceFile
+from auditor.python_gates import extract
+
+CACHE = Path.home() / ".cache" / "archaudit-wheels"
+pytestmark = pytest.mark.slow
+
+
+def wheel(name: str, version: str) -> Path:
+    stem = name.replace("-", "_")
+    found = sorted(CACHE.glob(f"{stem}-{version}-*.whl"))
+    if not found:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(CACHE), f"{name}=={version}"],
+                       check=True, capture_output=True)
+        found = sorted(CACHE.glob(f"{stem}-{version}-*.whl"))
+    return found[0]
+
+
+@cache
+def scan(name: str, version: str):
+    with zipfile.ZipFile(wheel(name, version)) as z:
+        files = [SourceFile(m, z.read(m), "python") for m in z.namelist() if m.endswith(".py")]
+    return extract(files)
+
+
+def at(gates, file: str, expression: str):
+    return [g for g in gates if g.file == file and g.expression == expression]
+
+
+def test_sglang_059_allreduce_fusion_gates_exclude_sm120():
+    gates, _ = scan("sglang", "0.5.9")
+    comm = at(gates, "sglang/srt/layers/communicator.py", "(_is_sm90_supported or _is_sm100_supported)")
+    server = at(gates, "sglang/srt/server_args.py", "(is_sm90_supported() or is_sm100_supported())")
+    assert comm and server
+    for g in comm + server:
+        assert g.resolved_by == "definition"
+        assert "12.0" not in g.admits and "12.1" not in g.admits
+        assert {"9.0", "10.0"} <= set(g.admits)
+    assert server[0].unknowns and server[0].line == 1691
+
+
+def test_sglang_059_blackwell_admits_sm12x():
+    gates, _ = scan("sglang", "0.5.9")
+    uses = [g for g in gates if g.expression == "is_blackwell_supported()"]
+    assert uses
+    for g in uses:
+        assert {"12.0", "12.1"} <= set(g.admits) and g.resolved_by == "definition"
+
+
+def test_flashinfer_060_comm_majors_exclude_sm12x():
+    gates, _ = scan("flashinfer-python", "0.6.0")
+    comm = [g for g in gates if g.file == "flashinfer/jit/comm.py" and g.kind == "major-list"
+            and "supported_major_versions=[9, 10]" in g.expression]
+    assert comm
+    for g in comm:
+        assert "12.0" not in g.admits and "12.1" not in g.admits and "9.0" in g.admits
+
+
+def test_flashinfer_060_sm120a_admits_120_not_121():
+    gates, _ = scan("flashinfer-python", "0.6.0")
+    definition = [g for g in gates if g.file == "flashinfer/utils.py" and g.context == "is_sm120a_supported"]
+    assert [g.admits for g in definition] == [("12.0",)]
+    uses = [g for g in gates if "is_sm120a_supported(" in g.expression and g.kind == "predicate-call"]
+    assert uses and all(g.resolved_by == "definition" for g in uses)
+    pair = [g for g in uses if re.fullmatch(r"is_sm120a_supported\(a\.device\) or is_sm121a_supported\(a\.device\)", g.expression)]
+    assert pair and all(g.admits == ("12.0", "12.1") for g in pair)
+    guard = [g for g in uses if g.expression.startswith("not is_sm120a_supported(")]
+    assert guard and all(g.guards == "reject" for g in guard)
+    sm100a = [g for g in gates if re.fullmatch(r"is_sm100a_supported\([\w.]*\)", g.expression)]
+    assert sm100a and all("10.3" in g.admits and g.name_implies == ("10.0",) for g in sm100a)
