@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -53,6 +54,17 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", type=Path, default=None, help="cache for downloads and results")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     p.add_argument("--only-excluding", action="store_true", help="text output: only gates that exclude a target")
+    _rule_arguments(p)
+    p.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not listed in this baseline file")
+    p.add_argument("--write-baseline", type=Path, metavar="FILE",
+                   help="write this run's findings to FILE as a baseline (--baseline is then not applied)")
+
+
+def _rule_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rules", action="append", default=[], type=Path, metavar="DIR", help="add the rules in DIR (repeatable)")
+    p.add_argument("--select", action="append", default=[], metavar="ID", help="only these rule ids (comma list, repeatable)")
+    p.add_argument("--ignore", action="append", default=[], metavar="ID", help="skip these rule ids (comma list, repeatable)")
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     comment = sub.add_parser("comment", help="create or update the sticky archaudit comment on a pull request")
     github.add_arguments(comment)
+    rules = sub.add_parser("rules", help="list the rules, show one, or test every rule's examples")
+    rules.add_argument("action", nargs="?", choices=("list", "show", "test"), default="list")
+    rules.add_argument("id", nargs="?", help="rule id, for show")
+    _rule_arguments(rules)
+    explain = sub.add_parser("explain", help="one gate's evaluation, step by step")
+    explain.add_argument("location", help="FILE:LINE (scanned within its project) or INPUT::FILE:LINE (e.g. x.whl::pkg/a.cuh:417)")
+    _common(explain)
     return parser
 
 
@@ -97,6 +116,7 @@ def _options(args):
         filters=Filters(tuple(args.include), tuple(args.exclude)),
         jobs=max(0, args.jobs),
         cache_dir=(args.cache_dir or default_cache_dir()) / "downloads",
+        **_rule_options(args),
     )
 
 
@@ -122,6 +142,43 @@ def emit(result: AuditResult, args, render_extra: Optional[dict] = None) -> None
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
+def _ids(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(i.strip() for v in values for i in v.split(",") if i.strip())
+
+
+def _rules(args) -> tuple:
+    """Built-in rules plus every ``--rules DIR``."""
+    from auditor import rulebook
+
+    return rulebook.combine(rulebook.builtin(), *(rulebook.load_dir(d) for d in args.rules))
+
+
+def _rule_options(args) -> dict:
+    """Rules, selection and baseline for the pipeline; unknown ids are usage errors."""
+    from auditor import engine
+
+    rules = _rules(args)
+    select, ignore = _ids(args.select), _ids(args.ignore)
+    unknown = sorted(set(select + ignore) - engine.known_ids(rules))
+    if unknown:
+        raise UsageError(f"unknown rule id {', '.join(unknown)} (see `archaudit rules list`)")
+    use_baseline = args.baseline and not args.write_baseline
+    baseline = engine.load_baseline(args.baseline) if use_baseline else frozenset()
+    return {"rules": rules, "select": select, "ignore": ignore, "baseline": baseline}
+
+
+def write_baseline(result: AuditResult, args) -> None:
+    """``--write-baseline FILE``: this run's findings, matched later by rule and gate fingerprint."""
+    if not getattr(args, "write_baseline", None):
+        return
+    from auditor import engine
+
+    try:
+        args.write_baseline.write_text(engine.baseline_text(result.findings), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror or exc}") from None
+
+
 def exit_code(result: AuditResult, fail_on: Optional[str]) -> int:
     """1 when a finding reaches --fail-on, else 0."""
     if fail_on is None:
@@ -138,8 +195,105 @@ def cmd_scan(args) -> int:
     result = audit(args.inputs, options)
     for e in result.errors:
         print(f"archaudit: {e.input + ': ' if e.input else ''}{e.file}: {e.reason}", file=sys.stderr)
+    write_baseline(result, args)
     emit(result, args)
     return exit_code(result, args.fail_on)
+
+
+def cmd_rules(args) -> int:
+    """``archaudit rules list|show ID|test``."""
+    from auditor import rulebook
+
+    rules = _rules(args)
+    chosen = [r for r in rules if (not args.select or r.id in _ids(args.select)) and r.id not in _ids(args.ignore)]
+    if args.action == "show":
+        rule = next((r for r in rules if r.id == (args.id or "").upper()), None)
+        if rule is None:
+            raise UsageError(f"rules show: unknown rule id {args.id!r} (see `archaudit rules list`)")
+        print(rulebook.describe(rule), end="")
+        return EXIT_CLEAN
+    if args.action == "list":
+        for r in chosen:
+            scope = ", ".join(r.languages + r.kinds) or "all gates"
+            print(f"{r.id}  {r.severity:<6}  {r.name:<28}  {scope}")
+        return EXIT_CLEAN
+    from auditor import pipeline
+
+    def scan(files, rule):
+        _, findings, errors = pipeline.audit_input(files, "example", pipeline.Options(rules=(rule,), jobs=1))
+        return findings, errors
+
+    failed = 0
+    for r in chosen:
+        results = rulebook.verify(r, scan)
+        bad = [c for c in results if not c.passed]
+        failed += len(bad)
+        counts = ", ".join(f"{sum(c.outcome == o for c in results)} {o}" for o in rulebook.OUTCOMES)
+        print(f"{r.id} {r.name}: {'ok' if not bad else 'FAILED'} ({counts})")
+        for c in bad:
+            print(f"  {c.outcome.upper()}: {c.case} example {c.example.filename} ({r.source}:{c.example.line}): {c.detail}")
+    print(f"{len(chosen)} rules, {failed} failing examples")
+    return EXIT_FINDINGS if failed else EXIT_CLEAN
+
+
+def cmd_explain(args) -> int:
+    """``archaudit explain FILE:LINE``: one gate's evaluation, step by step."""
+    from auditor import explain
+    from auditor.pipeline import audit
+    from auditor.render.json import gate_document
+
+    where = explain.parse_location(args.location)
+    options = _options(args)
+    result = audit([where.input], options)
+    chosen = explain.pick(result.gates, where.file, where.line)
+    findings = {g.id: [f for f in result.findings if f.gate == g.id] for g in chosen}
+    if args.format == "json":
+        import json
+
+        docs = [dict(gate_document(g, result.targets), findings=[
+            {"rule": f.rule, "severity": f.severity, "message": f.message} for f in findings[g.id]]) for g in chosen]
+        print(json.dumps(docs, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(explain.render(g, findings[g.id], result.targets) for g in chosen), end="")
+    return exit_code(replace(result, findings=tuple(f for fs in findings.values() for f in fs)), args.fail_on)
+
+
+def cmd_diff(args) -> int:
+    """``archaudit diff OLD NEW``."""
+    return _diff(args, args.old, args.new, "diff")
+
+
+def cmd_pr(args) -> int:
+    """``archaudit pr --base REV --head REV``: both revisions read from git, no checkout."""
+    from auditor import gitrev
+
+    return _diff(args, gitrev.spec(args.repo, args.base), gitrev.spec(args.repo, args.head), "pr")
+
+
+def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
+    """Scan both sides, compare, write the reports; ``--fail-on`` sees new findings on newly excluding gates."""
+    from auditor import diff
+    from auditor.pipeline import audit
+    from auditor.render.diff import REPORTERS
+
+    options = _options(args)
+    old, new = (audit([spec], options) for spec in (old_spec, new_spec))
+    for e in old.errors + new.errors:
+        print(f"archaudit: {e.input + ': ' if e.input else ''}{e.file}: {e.reason}", file=sys.stderr)
+    result = replace(diff.compare(old, new, options.targets, mode), extras=(("rules", options.rules or ()),))
+    outputs = [(out, FORMAT_BY_SUFFIX.get(Path(out).suffix.lower())) for out in args.output]
+    for out, fmt in outputs:
+        if fmt is None:
+            raise UsageError(f"-o {out}: unknown extension (use one of {', '.join(sorted(FORMAT_BY_SUFFIX))})")
+    fmt = args.format or (None if outputs else "markdown" if mode == "pr" else "text")
+    if fmt:
+        sys.stdout.write(REPORTERS[fmt](result))
+    for out, fmt in outputs:
+        try:
+            Path(out).write_text(REPORTERS[fmt](result), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return exit_code(replace(new, findings=result.findings), args.fail_on)
 
 
 def cmd_comment(args) -> int:
@@ -149,4 +303,4 @@ def cmd_comment(args) -> int:
     return github.run(args)
 
 
-COMMANDS: dict[str, Callable] = {"scan": cmd_scan, "comment": cmd_comment}
+COMMANDS: dict[str, Callable] = {"scan": cmd_scan, "comment": cmd_comment, "rules": cmd_rules, "explain": cmd_explain}

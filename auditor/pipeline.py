@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from auditor import __version__, arch, cuda_gates, features
+from auditor import __version__, arch, cuda_gates, engine, features, rulebook
 from auditor.arch import Target
-from auditor.model import AuditResult, FileError, Gate, InputInfo, SourceFile
+from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
 from auditor.preprocessor import Evaluator, MacroTable
 from auditor.sources import Filters, Provider, providers, read_all
 
@@ -34,6 +34,13 @@ class Options:
     """Where ``name==version`` downloads are kept."""
     progress: Optional[Callable[[str, int, int], None]] = None
     """Called as (stage, done, total) while scanning; never for the result."""
+    rules: Optional[tuple[rulebook.Rule, ...]] = None
+    """The rules to apply; None means the built-in ones."""
+    select: tuple[str, ...] = ()
+    """Only these rule ids (empty: all)."""
+    ignore: tuple[str, ...] = ()
+    baseline: frozenset[tuple[str, str]] = frozenset()
+    """Findings already known (``engine.load_baseline``); they are not reported again."""
 
 
 def _scan_chunk(files: list[SourceFile]):
@@ -92,22 +99,38 @@ def _with_features(gates: list[Gate], files: Sequence[SourceFile]) -> list[Gate]
     return out
 
 
+def apply_rules(gates: Sequence[Gate], files: Sequence[SourceFile], options: Options) -> list[Finding]:
+    """Findings for one input's gates; its files hold the suppression comments."""
+    rules = rulebook.builtin() if options.rules is None else options.rules
+    return engine.apply(rules, gates, options.targets, files, options.select, options.ignore, options.baseline)
+
+
+def audit_input(files: Sequence[SourceFile], input_name: str,
+                options: Options) -> tuple[list[Gate], list[Finding], list[FileError]]:
+    """One input, all stages: gates with what they guard, findings, and errors."""
+    gates, errors = audit_files(files, input_name, options)
+    return gates, apply_rules(gates, files, options), errors
+
+
 def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
     """Scan inputs (none: this interpreter's site-packages) into one result."""
     provs: list[Provider] = providers(specs, options.filters, options.cache_dir)
     gates: list[Gate] = []
     errors: list[FileError] = []
+    findings: list[Finding] = []
     inputs: list[InputInfo] = []
     for p in provs:
         files, read_errors = read_all(p)
         inputs.append(p.info())
-        g, e = audit_files(files, p.spec, options)
+        g, f, e = audit_input(files, p.spec, options)
         gates += g
+        findings += f
         errors += read_errors + e
     return AuditResult(
         tool_version=__version__,
         targets=options.targets,
         inputs=tuple(inputs),
         gates=tuple(sorted(gates, key=lambda g: (g.input, g.file, g.line, g.kind, g.id))),
+        findings=tuple(sorted(findings, key=lambda f: (f.input, f.file, f.line, f.rule, f.gate))),
         errors=tuple(sorted(set(errors), key=lambda e: (e.input, e.file, e.reason))),
     )

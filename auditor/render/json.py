@@ -6,6 +6,7 @@ import json
 
 from auditor import arch
 from auditor.model import AuditResult, Gate
+from auditor.predicates import classify
 
 SCHEMA = "archaudit/1"
 
@@ -32,6 +33,7 @@ def gate_document(gate: Gate, targets) -> dict:
         "verdicts": v,
         "unknowns": list(gate.unknowns),
         "resolved_by": gate.resolved_by,
+        "classification": classify(gate, targets) or None,
         "features": [
             {"token": f.token, "line": f.line, "feature": f.feature, "min_arch": f.min_arch,
              "on_target": dict(f.on_target)}

@@ -1,0 +1,355 @@
+"""The vocabulary a rule's ``when`` and ``message`` may use: named predicates and fields over one gate.
+
+Rules are data (``rules/*.yaml``); this module is the only place their words get meaning.
+Every predicate reads the gate's *evaluation* (its admitted set against the requested
+targets, and the facts found in its guarded region), never the text of its condition. For
+a gate that guards a rejection (``if cap not in [9, 10]: raise``) the set that matters is
+the one the rejection lets through (:func:`allowed`).
+``PREDICATES`` take no argument; ``PARAMETRIC`` ones take the value written after the
+name (``classification: conservative``). ``FIELDS`` are the ``{placeholders}`` of a message.
+
+Availability (``classify``): the fact table says per capability ``yes``, ``no`` or
+``sm_120a-only``. A feature available only with an arch-specific (``a``/``f``) build target
+is still *available* on that GPU: widening then also needs the ``a``/``f`` target in the
+build, which the ``{features}`` field shows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Callable, Iterable
+
+from auditor import arch
+from auditor.arch import HOST, Target
+from auditor.model import Feature, Gate
+
+CLASSES = ("hardware", "conservative", "unknown")
+"""What an excluding gate guards: something the target lacks, only what it has, or nothing known."""
+
+
+@cache
+def _number(capability: str) -> tuple[int, int]:
+    major, _, minor = capability.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _major(capability: str) -> int:
+    return _number(capability)[0]
+
+
+def availability(status: str) -> str:
+    """A fact-table cell as ``yes``, ``no`` or ``unknown``; ``sm_120a-only`` counts as ``yes``."""
+    if status == "yes" or status.endswith("-only"):
+        return "yes"
+    return "no" if status == "no" else "unknown"
+
+
+def allowed(gate: Gate) -> tuple[str, ...]:
+    """Archs on which the code the gate protects may run.
+
+    Its admitted set; for a gate that guards a rejection (``if not ok: raise``), whose
+    admitted set says where the rejection *may* happen, everything outside it — unless the
+    condition also depends on unknowns (``cap != 12 or dtype != fp8``): then the rejection is
+    certain nowhere, and the gate turns nothing away for sure.
+    """
+    if gate.guards != "reject":
+        return gate.admits
+    if gate.unknowns:
+        return arch.domain_order(gate.domain)
+    taken = set(gate.admits)
+    return tuple(a for a in arch.domain_order(gate.domain) if a not in taken)
+
+
+def turns_away(gate: Gate, target: Target) -> bool:
+    """Whether the gate keeps ``target`` from the code it protects."""
+    return not arch.admits_target(gate.domain, allowed(gate), target)
+
+
+def classify(gate: Gate, targets: Iterable[Target]) -> str:
+    """``hardware``, ``conservative`` or ``unknown`` for a gate that excludes a target, else ``""``."""
+    excluded = [t for t in targets if turns_away(gate, t)]
+    if not excluded:
+        return ""
+    if not gate.features:
+        return "unknown"
+    found = {availability(dict(f.on_target).get(t.capability, "")) for f in gate.features for t in excluded}
+    if "no" in found:
+        return "hardware"
+    return "conservative" if found == {"yes"} else "unknown"
+
+
+def capabilities_of(gate: Gate) -> tuple[str, ...]:
+    """Device capabilities the gate lets through, ascending (a target-domain set counts a
+    capability when any of its variants is in)."""
+    let_in = allowed(gate)
+    caps = {_capability(t) for t in let_in if t != HOST} if gate.domain == "target" else set(let_in)
+    return tuple(sorted(caps, key=_number))
+
+
+@cache
+def _capability(target: str) -> str:
+    return arch.capability_of(target)
+
+
+@cache
+def _domain_capabilities(domain: str) -> tuple[str, ...]:
+    if domain == "target":
+        return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=_number))
+    return arch.capabilities()
+
+
+@dataclass(frozen=True, slots=True)
+class Relatives:
+    """Gates around one gate in the same file, found through the condition chains."""
+
+    earlier: tuple[Gate, ...] = ()
+    """Earlier branches of its ``if``/``elif`` chain, and of every enclosing chain."""
+    enclosing: tuple[Gate, ...] = ()
+    """Gates whose guarded region holds it, outermost first."""
+
+
+_NEGATED = re.compile(r"^(?:!|not )\((.*)\)$", re.S)
+"""How the extractors write an earlier sibling in a chain: ``!(cond)`` (C) or ``not (cond)`` (Python)."""
+
+
+def relatives(gates: Iterable[Gate]) -> dict[str, Relatives]:
+    """For each gate, its earlier sibling branches and its enclosing gates.
+
+    A gate's chain is its enclosing conditions, its negated earlier siblings, then its own
+    condition. A gate whose chain is a proper prefix of ``G``'s encloses ``G``; sibling ``S``
+    with chain ``P + (s,)`` precedes ``G`` when ``G``'s chain continues ``P`` with ``not s``.
+    """
+    by_chain: dict[tuple[str, tuple[str, ...]], list[Gate]] = {}
+    for g in sorted(gates, key=lambda g: g.line):
+        by_chain.setdefault((g.file, g.chain), []).append(g)
+
+    lines = {key: [g.line for g in group] for key, group in by_chain.items()}
+
+    def before(key: tuple[str, tuple[str, ...]], line: int) -> Gate | None:
+        i = bisect.bisect_left(lines.get(key, ()), line)
+        return by_chain[key][i - 1] if i else None
+
+    out: dict[str, Relatives] = {}
+    for group in by_chain.values():
+        for g in group:
+            earlier, enclosing = [], []
+            for i, cond in enumerate(g.chain):
+                outer = before((g.file, g.chain[:i]), g.line) if i else None
+                if outer is not None and outer.body_lines[0] <= g.line <= outer.body_lines[1]:
+                    enclosing.append(outer)
+                m = _NEGATED.match(cond)
+                sibling = before((g.file, g.chain[:i] + (m.group(1),)), g.line) if m else None
+                if sibling is not None:
+                    earlier.append(sibling)
+            if earlier or enclosing:
+                out[g.id] = Relatives(tuple(earlier), tuple(enclosing))
+    return out
+
+
+@dataclass(frozen=True)
+class GateView:
+    """One gate seen against the requested targets; what predicates and fields read (computed once)."""
+
+    gate: Gate
+    targets: tuple[Target, ...]
+    relatives: Relatives = Relatives()
+
+    @cached_property
+    def excluded(self) -> tuple[Target, ...]:
+        """Requested targets the gate turns away."""
+        return tuple(t for t in self.targets if turns_away(self.gate, t))
+
+    @cached_property
+    def allowed(self) -> tuple[str, ...]:
+        """See :func:`allowed`."""
+        return allowed(self.gate)
+
+    @cached_property
+    def capabilities(self) -> tuple[str, ...]:
+        """See :func:`capabilities_of`."""
+        return capabilities_of(self.gate)
+
+    @property
+    def domain_capabilities(self) -> tuple[str, ...]:
+        """Every capability the gate's domain can express, ascending."""
+        return _domain_capabilities(self.gate.domain)
+
+    @cached_property
+    def classification(self) -> str:
+        """See :func:`classify`."""
+        return classify(self.gate, self.targets)
+
+
+Predicate = Callable[[GateView], bool]
+
+
+def excludes_target(v: GateView) -> bool:
+    """At least one requested target is turned away."""
+    return bool(v.excluded)
+
+
+def admits_below_target(v: GateView) -> bool:
+    """Some admitted capability is older than an excluded target."""
+    return any(_number(c) < _number(t.capability) for t in v.excluded for c in v.capabilities)
+
+
+def admits_above_target(v: GateView) -> bool:
+    """Some admitted capability is newer than an excluded target."""
+    return any(_number(c) > _number(t.capability) for t in v.excluded for c in v.capabilities)
+
+
+def upper_bound_cuts_target(v: GateView) -> bool:
+    """The admitted range ends right below an excluded target's major.
+
+    Everything admitted is of an older major, and the newest of them is the domain's
+    nearest major below the target (``< 1200`` admits 11.0): the bound sits exactly at the
+    target, as when it was written before the target existed. A legacy fallback such as
+    ``__CUDA_ARCH__ < 800`` does not qualify.
+    """
+    if not v.capabilities:
+        return False
+    newest = _major(v.capabilities[-1])
+    for t in v.excluded:
+        major = _major(t.capability)
+        older = [_major(c) for c in v.domain_capabilities if _major(c) < major]
+        if older and newest == max(older):
+            return True
+    return False
+
+
+def minor_trap(v: GateView) -> bool:
+    """An excluded target's major is admitted through another minor (12.0 in, 12.1 out)."""
+    return any(c != t.capability and _major(c) == _major(t.capability) for t in v.excluded for c in v.capabilities)
+
+
+def several_majors(v: GateView) -> bool:
+    """The admitted capabilities span more than one major: an enumeration, not one arch's feature."""
+    return len({_major(c) for c in v.capabilities}) > 1
+
+
+def feature_family(v: GateView) -> bool:
+    """Only arch- or family-specific nvcc targets (``sm_90a``, ``sm_100f``) are admitted, no portable one."""
+    devices = [t for t in v.allowed if t != HOST]
+    return v.gate.domain == "target" and bool(devices) and all(t.endswith(("a", "f")) for t in devices)
+
+
+def dead(v: GateView) -> bool:
+    """The branch's own condition leaves no device target (the host alone does not count).
+
+    Not when an enclosing gate is already dead (that one is reported), nor when earlier
+    branches take every device target (a host-only ``#else`` is the host path, not dead code).
+    """
+    if v.capabilities or any(not capabilities_of(e) for e in v.relatives.enclosing):
+        return False
+    taken = {c for e in v.relatives.earlier for c in capabilities_of(e)}
+    return not taken or not taken >= set(v.domain_capabilities)
+
+
+def admits_beyond_name(v: GateView) -> bool:
+    """A predicate admits capabilities its name does not promise (``is_sm100_supported`` taking 10.3)."""
+    return bool(_beyond_name(v))
+
+
+def earlier_branch_takes_target(v: GateView) -> bool:
+    """Every excluded target takes an earlier branch of the same chain: this one is its fallback, not its gate."""
+    return bool(v.excluded) and all(
+        any(not turns_away(e, t) for e in v.relatives.earlier) for t in v.excluded)
+
+
+def has_unknowns(v: GateView) -> bool:
+    """The verdict depends on identifiers that are neither arch macros nor resolved."""
+    return bool(v.gate.unknowns)
+
+
+def _one_of(value: object) -> tuple[str, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (str(value),)
+
+
+def classification_is(v: GateView, value: object) -> bool:
+    """The guarded code's classification is one of the given ones."""
+    return v.classification in _one_of(value)
+
+
+def resolved_by(v: GateView, value: object) -> bool:
+    """The gate was resolved this way (``definition``, ``name``, ``literal``)."""
+    return v.gate.resolved_by in _one_of(value)
+
+
+PREDICATES: dict[str, Predicate] = {
+    "excludes_target": excludes_target,
+    "admits_below_target": admits_below_target,
+    "admits_above_target": admits_above_target,
+    "upper_bound_cuts_target": upper_bound_cuts_target,
+    "minor_trap": minor_trap,
+    "several_majors": several_majors,
+    "feature_family": feature_family,
+    "dead": dead,
+    "admits_beyond_name": admits_beyond_name,
+    "earlier_branch_takes_target": earlier_branch_takes_target,
+    "has_unknowns": has_unknowns,
+}
+"""Predicates written as a bare name in ``when``."""
+
+PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
+    "classification": classification_is,
+    "resolved_by": resolved_by,
+}
+"""Predicates written as ``name: value`` (a value or a list of values) in ``when``."""
+
+
+# Message fields -------------------------------------------------------------------------
+
+
+def _beyond_name(v: GateView) -> tuple[str, ...]:
+    promised = {arch.capability_of(a) if a.startswith(("sm_", "compute_")) else a for a in v.gate.name_implies}
+    return tuple(c for c in v.capabilities if c not in promised) if promised else ()
+
+
+def _labels(targets: Iterable[Target]) -> str:
+    return ", ".join(t.label for t in targets) or "none"
+
+
+def _support(f: Feature, targets: Iterable[Target]) -> str:
+    on = dict(f.on_target)
+    return ", ".join(f"{t.label}: {on.get(t.capability, 'not in fact table')}" for t in targets)
+
+
+def _features(v: GateView) -> str:
+    if not v.gate.features:
+        return "no fact-table feature"
+    shown = v.excluded or v.targets
+    return "; ".join(f"`{f.token}` ({_support(f, shown)})" for f in v.gate.features)
+
+
+def _missing(v: GateView) -> str:
+    lacking = [f for f in v.gate.features
+               if any(availability(dict(f.on_target).get(t.capability, "")) == "no" for t in v.excluded)]
+    return "; ".join(f"`{f.token}` ({_support(f, v.excluded)})" for f in lacking) or "nothing known"
+
+
+def _same_major(v: GateView) -> str:
+    majors = {_major(t.capability) for t in v.excluded}
+    return ", ".join(c for c in v.capabilities if _major(c) in majors) or "none"
+
+
+FIELDS: dict[str, Callable[[GateView], str]] = {
+    "expression": lambda v: v.gate.expression,
+    "file": lambda v: v.gate.file,
+    "line": lambda v: str(v.gate.line),
+    "kind": lambda v: v.gate.kind,
+    "admits": lambda v: arch.compact(v.gate.domain, v.allowed),
+    "capabilities": lambda v: ", ".join(v.capabilities) or "none",
+    "targets": lambda v: _labels(v.targets),
+    "targets_excluded": lambda v: _labels(v.excluded),
+    "features": _features,
+    "missing": _missing,
+    "classification": lambda v: v.classification or "n/a",
+    "same_major": _same_major,
+    "name_implies": lambda v: ", ".join(v.gate.name_implies) or "none",
+    "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
+    "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
+}
+"""``{placeholders}`` a rule's message may use, each rendered as one line of text."""

@@ -1,0 +1,291 @@
+"""Rules as data: load ``rules/*.yaml``, check them against ``rules/schema.json``, run their examples.
+
+A rule file carries its own docs (rationale, remediation, references) and its own tests
+(``examples``): every ``invalid`` example must be reported by the rule, every ``valid`` one
+must not (:func:`verify`). Mistakes in a rule file are reported as ``file:line: reason``,
+so the YAML is read with a loader that keeps where each node came from.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import jsonschema
+import yaml
+from jsonschema.exceptions import best_match
+
+from auditor.model import FileError, Finding, Gate, SourceFile
+from auditor.predicates import FIELDS, PARAMETRIC, PREDICATES, Predicate
+
+SEVERITIES = ("info", "low", "medium", "high")
+SCHEMA_COMMENT = "# yaml-language-server: $schema=schema.json"
+
+
+class RuleError(ValueError):
+    """A rule file that cannot be used; the message is one ``file:line: reason`` line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """Code that must (``invalid``) or must not (``valid``) trigger its rule."""
+
+    language: str
+    filename: str
+    code: str
+    line: int
+    """Where the example starts in its rule file."""
+
+    def source(self) -> SourceFile:
+        """The example as a scanned file."""
+        return SourceFile(path=self.filename, data=self.code.encode("utf-8"), language=self.language, input="example")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One loaded rule; ``when`` is its compiled condition."""
+
+    id: str
+    name: str
+    severity: str
+    languages: tuple[str, ...]
+    """Empty: every language."""
+    kinds: tuple[str, ...]
+    """Empty: every gate kind."""
+    when: Predicate
+    condition: str
+    """The ``when`` as written (YAML), for ``rules show`` and the docs."""
+    message: str
+    rationale: str
+    remediation: str
+    references: tuple[str, ...]
+    invalid: tuple[Example, ...]
+    valid: tuple[Example, ...]
+    source: str
+    """The rule file."""
+
+    def applies(self, gate: Gate) -> bool:
+        """Whether the gate is of a language and kind this rule looks at."""
+        return (not self.languages or gate.language in self.languages) and (not self.kinds or gate.kind in self.kinds)
+
+
+@cache
+def schema() -> dict:
+    """The published rule schema."""
+    return json.loads(resources.files("auditor.rules").joinpath("schema.json").read_text("utf-8"))
+
+
+def _compile(node: object) -> Predicate:
+    """A ``when`` value (already schema-checked) as a function of a :class:`GateView`."""
+    if isinstance(node, str):
+        return PREDICATES[node]
+    assert isinstance(node, dict) and len(node) == 1, node
+    ((key, value),) = node.items()
+    if key == "all":
+        parts = [_compile(x) for x in value]
+        return lambda v: all(p(v) for p in parts)
+    if key == "any":
+        parts = [_compile(x) for x in value]
+        return lambda v: any(p(v) for p in parts)
+    if key == "not":
+        inner = _compile(value)
+        return lambda v: not inner(v)
+    test = PARAMETRIC[key]
+    return lambda v: test(v, value)
+
+
+def _duplicate_key(node: yaml.Node) -> tuple[int, str] | None:
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for k, v in node.value:
+            if k.value in seen:
+                return k.start_mark.line + 1, f"duplicate key {k.value!r}"
+            seen.add(k.value)
+        children: Iterable[yaml.Node] = (v for _, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    else:
+        return None
+    return next((d for d in map(_duplicate_key, children) if d), None)
+
+
+def _node_at(node: yaml.Node, path: Iterable) -> yaml.Node:
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            node = next(v for k, v in node.value if k.value == key)
+        elif isinstance(node, yaml.SequenceNode):
+            node = node.value[key]
+    return node
+
+
+def _key_line(node: yaml.Node, key: str) -> int:
+    return next(k.start_mark.line + 1 for k, _ in node.value if k.value == key)
+
+
+def _schema_problem(error: jsonschema.ValidationError, root: yaml.Node) -> tuple[int, str]:
+    """Line and wording of the most relevant schema error."""
+    node = _node_at(root, error.absolute_path)
+    line = node.start_mark.line + 1
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        return _key_line(node, extra[0]), f"unknown key {extra[0]!r}" + (f" in {where}" if where else "")
+    if error.validator == "required":
+        return line, f"{error.message.replace(' is a required property', '')} is missing" + (f" in {where}" if where else "")
+    if error.validator == "oneOf" and error.absolute_path and "when" in error.absolute_path:
+        shown = error.instance if isinstance(error.instance, str) else next(iter(error.instance), error.instance) \
+            if isinstance(error.instance, dict) else error.instance
+        known = ", ".join(sorted(PREDICATES) + sorted(PARAMETRIC) + ["all", "any", "not"])
+        return line, f"unknown or malformed condition {shown!r} in {where} (known: {known})"
+    return line, f"{where or 'rule'}: {error.message}"
+
+
+def _examples(raw: list, node: yaml.Node) -> tuple[Example, ...]:
+    return tuple(Example(e["language"], e["filename"], e["code"], n.start_mark.line + 1) for e, n in zip(raw, node.value))
+
+
+def parse(text: str, path: str) -> Rule:
+    """One rule from its file text; :class:`RuleError` names the line of the first problem."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            if root is None:
+                raise RuleError(f"{path}:1: empty rule file")
+            dup = _duplicate_key(root)
+            if dup:
+                raise RuleError(f"{path}:{dup[0]}: {dup[1]}")
+            data = loader.construct_document(root)
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise RuleError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise RuleError(f"{path}:1: invalid YAML: {exc}") from None
+    error = best_match(jsonschema.Draft202012Validator(schema()).iter_errors(data))
+    if error is not None:
+        line, reason = _schema_problem(error, root)
+        raise RuleError(f"{path}:{line}: {reason}")
+    stem = Path(path).stem
+    if stem != f"{data['id']}-{data['name']}":
+        raise RuleError(f"{path}:1: file should be named {data['id']}-{data['name']}.yaml")
+    for field in (f for _, f, _, _ in string.Formatter().parse(data["message"]) if f is not None):
+        if field not in FIELDS:
+            line = _key_line(root, "message")
+            raise RuleError(f"{path}:{line}: unknown message field {{{field}}} (known: {', '.join(sorted(FIELDS))})")
+    applies = data["applies_to"]
+    examples = _node_at(root, ["examples"])
+    return Rule(
+        id=data["id"], name=data["name"], severity=data["severity"],
+        languages=tuple(applies.get("languages", ())), kinds=tuple(applies.get("kinds", ())),
+        when=_compile(data["when"]),
+        condition=yaml.safe_dump(data["when"], sort_keys=False, default_flow_style=False).strip(),
+        message=data["message"].strip(), rationale=data["rationale"].strip(), remediation=data["remediation"].strip(),
+        references=tuple(data["references"]),
+        invalid=_examples(data["examples"]["invalid"], _node_at(examples, ["invalid"])),
+        valid=_examples(data["examples"]["valid"], _node_at(examples, ["valid"])),
+        source=path,
+    )
+
+
+def describe(rule: Rule) -> str:
+    """A rule as text, for ``archaudit rules show``."""
+    scope = ", ".join(rule.languages + rule.kinds) or "all gates"
+    indent = lambda text: "\n".join("  " + ln if ln else "" for ln in text.splitlines())  # noqa: E731
+    parts = [
+        f"{rule.id} {rule.name}  [{rule.severity}]  ({rule.source})",
+        f"applies to: {scope}",
+        "when:\n" + indent(rule.condition),
+        "message:\n" + indent(rule.message),
+        "why:\n" + indent(rule.rationale),
+        "what to do:\n" + indent(rule.remediation),
+        "references:\n" + "\n".join(f"  {r}" for r in rule.references),
+        f"examples: {len(rule.invalid)} invalid, {len(rule.valid)} valid (archaudit rules test)",
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
+    seen: dict[str, Rule] = {}
+    for r in rules:
+        if r.id in seen:
+            raise RuleError(f"{r.source}:1: rule id {r.id} is also defined in {seen[r.id].source}")
+        seen[r.id] = r
+    return tuple(sorted(seen.values(), key=lambda r: r.id))
+
+
+@cache
+def builtin() -> tuple[Rule, ...]:
+    """The rules shipped in the ``auditor.rules`` package."""
+    folder = resources.files("auditor.rules")
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".yaml")), key=lambda f: f.name)
+    return _unique(parse(f.read_text("utf-8"), f"rules/{f.name}") for f in files)
+
+
+def load_dir(path: Path) -> tuple[Rule, ...]:
+    """User rules from a directory of ``*.yaml`` files."""
+    if not path.is_dir():
+        raise RuleError(f"{path}: not a rules directory")
+    rules = []
+    for f in sorted(path.glob("*.yaml")):
+        try:
+            text = f.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RuleError(f"{f}:1: cannot read rule file ({exc})") from None
+        rules.append(parse(text, str(f)))
+    return tuple(rules)
+
+
+def combine(*packs: Sequence[Rule]) -> tuple[Rule, ...]:
+    """Several rule packs as one, refusing an id defined twice."""
+    return _unique(r for pack in packs for r in pack)
+
+
+# Examples ------------------------------------------------------------------------------
+
+OUTCOMES = ("reported", "missing", "validated", "noisy")
+"""``invalid`` examples are reported or missing; ``valid`` ones validated or noisy."""
+
+Scan = Callable[[Sequence[SourceFile], Rule], tuple[Sequence[Finding], Sequence[FileError]]]
+"""Runs files through the pipeline with one rule; returns its findings and file errors."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """How one example fared."""
+
+    rule: str
+    case: str
+    """``invalid`` or ``valid``."""
+    example: Example
+    outcome: str
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Reported or validated."""
+        return self.outcome in ("reported", "validated")
+
+
+def verify(rule: Rule, scan: Scan) -> tuple[CaseResult, ...]:
+    """Run every example of ``rule`` through ``scan``; file errors fail the example."""
+    out = []
+    for case, examples in (("invalid", rule.invalid), ("valid", rule.valid)):
+        for ex in examples:
+            findings, errors = scan([ex.source()], rule)
+            hits = [f for f in findings if f.rule == rule.id]
+            if errors:
+                outcome, detail = ("missing" if case == "invalid" else "noisy"), "; ".join(e.reason for e in errors)
+            elif case == "invalid":
+                outcome, detail = ("reported", hits[0].message) if hits else ("missing", "no finding")
+            else:
+                outcome, detail = ("noisy", hits[0].message) if hits else ("validated", "")
+            out.append(CaseResult(rule.id, case, ex, outcome, detail))
+    return tuple(out)

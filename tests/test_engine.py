@@ -1,0 +1,294 @@
+"""The engine: predicates over evaluations, classification, suppressions, baseline, --fail-on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from auditor import arch, cli, engine, pipeline, predicates, rulebook
+from auditor.model import Feature, Gate, SourceFile
+from auditor.predicates import GateView, Relatives
+from tests.conftest import FIXTURES
+
+TARGETS = arch.parse_targets(arch.DEFAULT_TARGETS)
+CAPS = arch.capabilities()
+
+
+def gate(admits, domain="device", **kw) -> Gate:
+    fields = dict(id="g", file="f.py", line=1, end_line=1, language="python", kind="capability-compare",
+                  expression="x", domain=domain, admits=tuple(admits))
+    return Gate(**(fields | kw))
+
+
+def caps(*majors_or_caps) -> tuple[str, ...]:
+    """Capabilities by major (``9``) or exactly (``"12.0"``)."""
+    out = []
+    for m in majors_or_caps:
+        out += [c for c in CAPS if (c == m if isinstance(m, str) else c.split(".")[0] == str(m))]
+    return tuple(out)
+
+
+def holds(name: str, g: Gate, targets=TARGETS, relatives=Relatives()) -> bool:
+    return predicates.PREDICATES[name](GateView(g, targets, relatives))
+
+
+def targets_where(condition) -> tuple[str, ...]:
+    return tuple(t for t in arch.target_order() if condition(arch.target_macros()[t].get("__CUDA_ARCH__", 0), t))
+
+
+@pytest.mark.parametrize("admits,expected", [
+    (caps(9, 10, 11), True),                        # major >= 9 and major < 12
+    (caps(7, 8, 9, 10, 11), True),                  # cap < (12, 0)
+    (caps(7, 8), False),                            # cap < (9, 0): a legacy path, not a bound at the target
+    (caps(9, 10), False),                           # ends at 10: no bound at 12 (an allow-list's business)
+    (caps(9, 10, 11, "12.0"), False),               # reaches the target's major: a minor trap instead
+    (caps(9, 10, 11, 12), False),                   # admits the target
+    ((), False),
+])
+def test_upper_bound_cuts_target(admits, expected):
+    assert holds("upper_bound_cuts_target", gate(admits)) is expected
+
+
+def test_upper_bound_in_the_target_domain():
+    below_1200 = targets_where(lambda v, t: v < 1200)
+    assert holds("upper_bound_cuts_target", gate(below_1200, domain="target"))
+    assert not holds("upper_bound_cuts_target", gate(targets_where(lambda v, t: v < 800), domain="target"))
+
+
+def test_minor_trap_both_ways_and_single_target():
+    assert holds("minor_trap", gate(caps("12.0")))
+    assert holds("minor_trap", gate(caps("12.1")))
+    assert not holds("minor_trap", gate(caps(12)))
+    assert not holds("minor_trap", gate(caps("12.0"), ), arch.parse_targets("12.0"))  # 12.0 alone is admitted
+    assert holds("minor_trap", gate(targets_where(lambda v, t: v == 1200), domain="target"))
+
+
+def test_several_majors_and_below_above():
+    g = gate(caps(9, 10))
+    assert holds("several_majors", g) and holds("admits_below_target", g) and not holds("admits_above_target", g)
+    assert not holds("several_majors", gate(caps(10)))
+    assert holds("admits_above_target", gate(caps(9)), arch.parse_targets("8.0"))
+
+
+def test_feature_family_and_dead():
+    assert holds("feature_family", gate(("sm_90a",), domain="target"))
+    assert holds("feature_family", gate(("sm_100a", "sm_100f", "sm_103a", "sm_103f"), domain="target"))
+    assert not holds("feature_family", gate(("sm_90", "sm_90a"), domain="target"))
+    assert not holds("feature_family", gate(caps(9)))
+    assert holds("dead", gate((), domain="target"))
+    assert holds("dead", gate(("host",), domain="target"))
+    assert not holds("dead", gate(("sm_75", "host"), domain="target"))
+
+
+def test_dead_only_where_the_branch_itself_dies():
+    """Not inside a dead branch, and not a host-only #else whose siblings take every device target."""
+    outer = gate((), domain="target", id="o", line=1, chain=("A",), body_lines=(2, 9))
+    inner = gate((), domain="target", id="i", line=3, chain=("A", "B"))
+    assert holds("dead", outer)
+    assert not holds("dead", inner, relatives=predicates.relatives([outer, inner])[inner.id])
+    first = gate(arch.target_order()[1:], domain="target", id="a", line=1, chain=("X",))
+    host_else = gate(("host",), domain="target", id="b", line=3, chain=("!(X)",))
+    assert not holds("dead", host_else, relatives=predicates.relatives([first, host_else])[host_else.id])
+
+
+def test_relatives_from_chains():
+    """Earlier siblings and enclosing gates, found in C (``!(c)``) and Python (``not (c)``) chains."""
+    a = gate(caps(10), id="a", line=3, chain=("E", "major >= 10"), body_lines=(4, 4))
+    b = gate(caps(9), id="b", line=5, chain=("E", "not (major >= 10)", "major == 9"), body_lines=(6, 6))
+    c = gate(caps(7, 8), id="c", line=7, chain=("E", "not (major >= 10)", "not (major == 9)"), body_lines=(8, 8))
+    e = gate(CAPS, id="e", line=1, chain=("E",), body_lines=(2, 9))
+    other = gate(caps(10), id="x", line=20, file="other.py", chain=("E", "major >= 10"))
+    rel = predicates.relatives([c, b, a, e, other])
+    assert [g.id for g in rel["c"].earlier] == ["a", "b"]
+    assert [g.id for g in rel["b"].earlier] == ["a"] and [g.id for g in rel["b"].enclosing] == ["e"]
+    assert "a" not in rel or rel["a"].earlier == ()
+    assert "x" not in rel
+
+
+def test_earlier_branch_takes_target():
+    first = gate(targets_where(lambda v, t: v >= 1000), domain="target", id="a", line=1, chain=("X",))
+    fallback = gate(targets_where(lambda v, t: v < 1000), domain="target", id="b", line=3, chain=("!(X)",))
+    rel = predicates.relatives([first, fallback])
+    assert holds("earlier_branch_takes_target", fallback, relatives=rel["b"])
+    assert not holds("earlier_branch_takes_target", fallback)
+
+
+def test_admits_beyond_name():
+    assert holds("admits_beyond_name", gate(caps(10), name_implies=("10.0",)))
+    assert not holds("admits_beyond_name", gate(caps("10.0")))
+    assert predicates.FIELDS["beyond_name"](GateView(gate(caps(10, 12), name_implies=("10.0",)), TARGETS)) == "10.3, 12.0, 12.1"
+
+
+def test_reject_guards_turn_away_what_they_certainly_reject():
+    """``if cap[0] not in [9, 10]: raise`` admits the raise on 7.x, 8.x, 11.x, 12.x: 12.x is turned away."""
+    reject = gate(tuple(c for c in CAPS if c.split(".")[0] not in ("9", "10")), guards="reject")
+    assert GateView(reject, TARGETS).excluded == TARGETS
+    assert GateView(reject, TARGETS).capabilities == caps(9, 10)
+    lets_12_in = gate(tuple(c for c in CAPS if not c.startswith("12.")), guards="reject")
+    assert GateView(lets_12_in, TARGETS).excluded == ()
+    # the rejection also depends on a dtype: it is certain nowhere
+    maybe = gate(CAPS, guards="reject", unknowns=("query.dtype",))
+    assert GateView(maybe, TARGETS).excluded == () and not holds("dead", maybe)
+
+
+def feature(token, **on):
+    return Feature(token=token, line=2, feature=token, min_arch="sm_90",
+                   on_target=tuple((cap.replace("_", "."), v) for cap, v in on.items()))
+
+
+@pytest.mark.parametrize("features,expected", [
+    ((), "unknown"),
+    ((feature("cudaGridDependencySynchronize", **{"12_0": "yes", "12_1": "yes"}),), "conservative"),
+    ((feature("setmaxnreg", **{"12_0": "sm_120a-only", "12_1": "sm_121a-only"}),), "conservative"),
+    ((feature("griddepcontrol.wait", **{"12_0": "yes", "12_1": "yes"}),
+      feature("wgmma.fence", **{"12_0": "no", "12_1": "no"})), "hardware"),
+    ((feature("odd", **{"12_0": "n.a.", "12_1": "yes"}),), "unknown"),
+    ((feature("cudaGridDependencySynchronize"),), "unknown"),  # no column for the target
+])
+def test_classification(features, expected):
+    g = gate(caps(9, 10, 11), features=features)
+    assert predicates.classify(g, TARGETS) == expected
+    assert predicates.classify(gate(CAPS, features=features), TARGETS) == ""  # admits the target
+
+
+def test_wgmma_region_gated_to_sm90a_is_hardware(capsys):
+    """A real tree: a derived macro defined only for sm_90a guards wgmma (and a portable PDL wait)."""
+    tree = FIXTURES / "rules" / "trees" / "sm90a_wgmma"
+    assert cli.main(["scan", str(tree), "--format", "json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (g,) = [g for g in doc["gates"] if g["file"] == "gemm.cu" and g["line"] == 4]
+    assert g["admits"] == ["sm_90a"] and g["kind"] == "derived-macro"
+    assert {f["token"] for f in g["features"]} == {"wgmma.fence", "griddepcontrol.wait"}
+    assert g["classification"] == "hardware"
+    assert not any(f["rule"] == "ARCH007" for f in doc["findings"])
+    (else_branch,) = [g for g in doc["gates"] if g["file"] == "gemm.cu" and g["line"] == 7]
+    assert else_branch["classification"] is None  # admits 12.x
+
+
+# Suppressions ---------------------------------------------------------------------------
+
+ALLREDUCE = FIXTURES / "rules" / "trees" / "allreduce"
+
+
+def run(files, **options):
+    opts = pipeline.Options(jobs=1, **options)
+    return pipeline.audit_input(files, "t", opts)[1]
+
+
+def src(path, text):
+    return SourceFile(path, text.encode(), "python" if path.endswith(".py") else "cuda", "t")
+
+
+GUARD = "#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200)"
+
+
+def test_suppression_on_the_gate_line_and_the_line_above():
+    plain = src("a.cuh", f"{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n")
+    assert {f.rule for f in run([plain])} == {"ARCH001", "ARCH007"}
+    same_line = src("a.cuh", f"{GUARD}  // archaudit: ignore[ARCH001]\n  cudaGridDependencySynchronize();\n#endif\n")
+    assert {f.rule for f in run([same_line])} == {"ARCH007"}
+    above = src("a.cuh", f"// archaudit: ignore[ARCH001, ARCH007]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n")
+    assert run([above]) == []
+    every_rule = src("a.cuh", f"// archaudit: ignore\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n")
+    assert run([every_rule]) == []
+    python = src("m.py", "import torch\nmajor, minor = torch.cuda.get_device_capability()\n"
+                         "# archaudit: ignore[ARCH001]\nif major >= 9 and major < 12:\n    x = 1\n")
+    assert run([python]) == []
+
+
+def test_unused_suppressions_are_reported_as_info():
+    text = f"// archaudit: ignore[ARCH003]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n" \
+           "// archaudit: ignore[ARCH006]\nint x;\n"
+    found = run([src("a.cuh", text)])
+    unused = [f for f in found if f.rule == engine.UNUSED_SUPPRESSION]
+    assert [(f.line, f.severity) for f in unused] == [(1, "info"), (5, "info")]
+    assert {f.rule for f in found} == {"ARCH001", "ARCH007", engine.UNUSED_SUPPRESSION}
+    assert not any(f.rule == engine.UNUSED_SUPPRESSION for f in run([src("a.cuh", text)], ignore=("ARCH000",)))
+    # a suppression for a rule that --select turned off is not "unused"
+    assert [f.rule for f in run([src("a.cuh", text)], select=("ARCH001",))] == ["ARCH001"]
+
+
+# Baseline and exit codes ----------------------------------------------------------------
+
+
+def scan_json(capsys, *args) -> tuple[int, dict]:
+    code = cli.main(["scan", *args, "--format", "json", "--no-cache"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_baseline_round_trip(tmp_path, capsys):
+    tree = tmp_path / "tree"
+    shutil.copytree(ALLREDUCE, tree)
+    base = tmp_path / "baseline.json"
+    _, first = scan_json(capsys, str(tree), "--write-baseline", str(base))
+    assert first["findings"] and json.loads(base.read_text())["schema"] == engine.BASELINE_SCHEMA
+    assert len(json.loads(base.read_text())["findings"]) == len(first["findings"])
+    _, again = scan_json(capsys, str(tree), "--baseline", str(base))
+    assert again["findings"] == []
+    header = tree / "csrc" / "allreduce.cuh"
+    header.write_text("// moved down by a licence header\n// and another line\n\n" + header.read_text())
+    _, moved = scan_json(capsys, str(tree), "--baseline", str(base))
+    assert moved["findings"] == []
+    (tree / "csrc" / "extra.cuh").write_text(
+        "__device__ int rows() {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 1200\n  return 64;\n#endif\n  return 32;\n}\n")
+    _, added = scan_json(capsys, str(tree), "--baseline", str(base))
+    assert [(f["rule"], f["file"], f["line"]) for f in added["findings"]] == [("ARCH003", "csrc/extra.cuh", 2)]
+
+
+def test_bad_baseline_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "b.json"
+    bad.write_text("[1, 2]")
+    assert cli.main(["scan", str(ALLREDUCE), "--baseline", str(bad), "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not an archaudit-baseline/1 file" in err
+    assert cli.main(["scan", str(ALLREDUCE), "--baseline", str(tmp_path / "missing.json"), "--no-cache"]) == 2
+    assert "cannot read baseline" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,code", [
+    ([], 0),
+    (["--fail-on", "high"], 1),
+    (["--fail-on", "medium"], 1),
+    (["--fail-on", "high", "--ignore", "ARCH001,ARCH002"], 0),
+    (["--fail-on", "medium", "--ignore", "ARCH001,ARCH002"], 1),
+    (["--fail-on", "high", "--select", "ARCH007"], 0),
+    (["--fail-on", "info", "--select", "ARCH004"], 0),
+    (["--select", "ARCH999"], 2),
+    (["--ignore", "nope"], 2),
+])
+def test_fail_on_exit_codes(args, code, capsys):
+    assert cli.main(["scan", str(ALLREDUCE), "--no-cache", "--format", "json", *args]) == code
+    if code == 2:
+        assert "unknown rule id" in capsys.readouterr().err
+
+
+def test_findings_are_sorted_and_carry_classification_and_confidence(capsys):
+    _, doc = scan_json(capsys, str(ALLREDUCE))
+    keys = [(f["file"], f["line"], f["rule"]) for f in doc["findings"]]
+    assert keys == sorted(keys)
+    by_rule = {(f["rule"], f["file"], f["line"]): f for f in doc["findings"]}
+    pdl = by_rule[("ARCH001", "csrc/allreduce.cuh", 5)]
+    assert pdl["classification"] == "conservative" and pdl["confidence"] == "high"
+    assert "`cudaGridDependencySynchronize` (12.0: yes, 12.1: yes)" in pdl["message"]
+    caution = by_rule[("ARCH007", "csrc/allreduce.cuh", 5)]["message"]
+    assert "benchmarked" in caution and "safe" not in caution
+    assert by_rule[("ARCH002", "pkg/jit/comm.py", 6)]["classification"] == "unknown"
+    gates = {(g["file"], g["line"]): g for g in doc["gates"]}
+    assert gates[("csrc/allreduce.cuh", 5)]["classification"] == "conservative"
+    assert gates[("csrc/arch.h", 2)]["classification"] is None
+
+
+def test_rule_messages_render_every_field():
+    """Every message field renders for a gate of each domain, and no rule leaves a placeholder."""
+    gates = [gate(caps(9, 10, 11), id="a", name_implies=("9.0",)),
+             gate(("sm_90a",), domain="target", id="b", language="cuda", kind="preprocessor",
+                  features=(feature("wgmma.fence", **{"12_0": "no", "12_1": "no"}),))]
+    for g in gates:
+        view = GateView(g, TARGETS)
+        assert all(f(view) for f in predicates.FIELDS.values())
+    found = engine.match(rulebook.builtin(), gates, TARGETS)
+    assert {f.rule for f in found} == {"ARCH001", "ARCH004", "ARCH005"}
+    assert all("{" not in f.message for f in found)

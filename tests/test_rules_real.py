@@ -1,0 +1,55 @@
+"""The rules on real releases: flashinfer-python 0.6.0, where 12.x lost allreduce fusion."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from auditor import cli
+from auditor.pipeline import Options, audit
+from tests.conftest import wheel
+
+pytestmark = pytest.mark.slow
+
+ALLREDUCE = "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"
+PDL = {"cudaGridDependencySynchronize", "cudaTriggerProgrammaticLaunchCompletion"}
+
+
+@pytest.fixture(scope="module")
+def flashinfer_060():
+    return audit([str(wheel("flashinfer-python==0.6.0"))], Options(jobs=2))
+
+
+def test_every_allreduce_pdl_guard_gets_an_upper_bound_finding(flashinfer_060):
+    result = flashinfer_060
+    guards = [g for g in result.gates if g.file == ALLREDUCE
+              and g.expression == "(defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"]
+    assert len(guards) == 13
+    by_gate = {}
+    for f in result.findings:
+        by_gate.setdefault(f.gate, []).append(f)
+    seen = set()
+    for g in guards:
+        (upper,) = [f for f in by_gate[g.id] if f.rule == "ARCH001"]
+        assert upper.severity == "high" and upper.line == g.line and upper.classification == "conservative"
+        named = set(re.findall(r"`(\w+)` \(12\.0: yes, 12\.1: yes\)", upper.message))
+        assert named & PDL and named >= {f.token for f in g.features} & PDL, upper.message
+        seen |= named
+    assert seen >= PDL
+
+
+def test_comm_jit_allow_list_finding(flashinfer_060):
+    (f,) = [f for f in flashinfer_060.findings if f.file == "flashinfer/jit/comm.py" and f.rule == "ARCH002"]
+    assert f.line == 60 and f.severity == "high"
+    assert "supported_major_versions=[9, 10]" in f.message and "but not 12.0, 12.1" in f.message
+
+
+def test_explain_in_the_wheel(capsys):
+    spec = f"{wheel('flashinfer-python==0.6.0')}::{ALLREDUCE}:417"
+    assert cli.main(["explain", spec, "--include", "flashinfer/data/include/**"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{ALLREDUCE}:417  preprocessor (cuda)")
+    assert "    cudaGridDependencySynchronize  line 418  PDL device API; needs sm_90; 12.0: yes  12.1: yes" in out
+    assert "  classification: conservative" in out
+    assert any(ln.startswith("    [high] ARCH001: ") for ln in out)
