@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 from auditor import arch
 from auditor.arch import HOST, Target
 from auditor.model import Feature, Gate
+from auditor.pygates import names
 
 CLASSES = ("hardware", "conservative", "unknown")
 """What an excluding gate guards: something the target lacks, only what it has, or nothing known."""
@@ -249,7 +250,12 @@ def dead(v: GateView) -> bool:
 
 
 def admits_beyond_name(v: GateView) -> bool:
-    """A predicate admits capabilities its name does not promise (``is_sm100_supported`` taking 10.3)."""
+    """A predicate admits everything its name promises and a major it does not (``is_sm100_supported`` taking 12.x).
+
+    Another minor of a promised major (10.3 for ``sm100``) reads as the family and does not
+    count; nor does a negated test (``not is_sm100_supported()``), which lets in less than
+    the name, not more.
+    """
     return bool(_beyond_name(v))
 
 
@@ -304,8 +310,27 @@ PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
 
 
 def _beyond_name(v: GateView) -> tuple[str, ...]:
-    promised = {arch.capability_of(a) if a.startswith(("sm_", "compute_")) else a for a in v.gate.name_implies}
-    return tuple(c for c in v.capabilities if c not in promised) if promised else ()
+    promised = _promised(v.gate)
+    if not promised or not promised <= set(v.capabilities) or len(v.capabilities) == len(v.domain_capabilities):
+        return ()
+    majors = {_major(c) for c in promised}
+    return tuple(c for c in v.capabilities if _major(c) not in majors)
+
+
+def _promised(gate: Gate) -> set[str]:
+    """What the predicate names a reader sees in the condition promise, together.
+
+    Only when the extractor found a name whose definition differs from its promise
+    (``name_implies``); read from the names table for every name in the condition, so that
+    ``is_sm90_supported() or is_sm100_supported()`` promises 9.0 and 10.0, and a wrapper
+    whose own name promises nothing promises nothing.
+    """
+    if not gate.name_implies:
+        return set()
+    return {c for word in set(_WORD.findall(gate.expression)) for c in names.promised(word) or ()}
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 def _labels(targets: Iterable[Target]) -> str:
@@ -348,7 +373,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
-    "name_implies": lambda v: ", ".join(v.gate.name_implies) or "none",
+    "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=_number)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
 }

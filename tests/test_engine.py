@@ -117,9 +117,22 @@ def test_earlier_branch_takes_target():
 
 
 def test_admits_beyond_name():
-    assert holds("admits_beyond_name", gate(caps(10), name_implies=("10.0",)))
-    assert not holds("admits_beyond_name", gate(caps("10.0")))
-    assert predicates.FIELDS["beyond_name"](GateView(gate(caps(10, 12), name_implies=("10.0",)), TARGETS)) == "10.3, 12.0, 12.1"
+    """What the names in the condition promise, together, against what the definitions admit."""
+    beyond = predicates.FIELDS["beyond_name"]
+
+    def call(admits, expression="is_sm100_supported()"):
+        return gate(admits, expression=expression, kind="predicate-call", name_implies=("10.0",))
+
+    assert holds("admits_beyond_name", call(caps(10, 11, 12)))
+    assert beyond(GateView(call(caps(10, 12)), TARGETS)) == "12.0, 12.1"
+    assert not holds("admits_beyond_name", call(caps(10)))  # 10.3: the sm100 family
+    assert not holds("admits_beyond_name", gate(caps(10, 12), expression="is_sm100_supported()"))  # nothing differs
+    assert not holds("admits_beyond_name", call(tuple(c for c in CAPS if not c.startswith("10.")),
+                                                "not is_sm100_supported()"))
+    both = call(caps(9, 10), "is_sm90_supported() or is_sm100_supported()")
+    assert not holds("admits_beyond_name", both)  # 9.0 is what the other name promises
+    assert predicates.FIELDS["name_implies"](GateView(both, TARGETS)) == "9.0, 10.0"
+    assert not holds("admits_beyond_name", call(caps(9, 10), "apply_allreduce_fusion(n)"))  # no name to read
 
 
 def test_reject_guards_turn_away_what_they_certainly_reject():
@@ -283,7 +296,7 @@ def test_findings_are_sorted_and_carry_classification_and_confidence(capsys):
 
 def test_rule_messages_render_every_field():
     """Every message field renders for a gate of each domain, and no rule leaves a placeholder."""
-    gates = [gate(caps(9, 10, 11), id="a", name_implies=("9.0",)),
+    gates = [gate(caps(9, 10, 11), id="a", expression="is_sm90_supported()", name_implies=("9.0",)),
              gate(("sm_90a",), domain="target", id="b", language="cuda", kind="preprocessor",
                   features=(feature("wgmma.fence", **{"12_0": "no", "12_1": "no"}),))]
     for g in gates:
