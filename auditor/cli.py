@@ -202,10 +202,10 @@ def cmd_scan(args) -> int:
 
 def cmd_rules(args) -> int:
     """``archaudit rules list|show ID|test``."""
-    from auditor import rulebook
+    from auditor import engine, rulebook
 
     rules = _rules(args)
-    chosen = [r for r in rules if (not args.select or r.id in _ids(args.select)) and r.id not in _ids(args.ignore)]
+    chosen = [r for r in rules if engine.active(r.id, _ids(args.select), _ids(args.ignore))]
     if args.action == "show":
         rule = next((r for r in rules if r.id == (args.id or "").upper()), None)
         if rule is None:

@@ -23,7 +23,6 @@ from jsonschema.exceptions import best_match
 from auditor.model import FileError, Finding, Gate, SourceFile
 from auditor.predicates import FIELDS, PARAMETRIC, PREDICATES, Predicate
 
-SEVERITIES = ("info", "low", "medium", "high")
 SCHEMA_COMMENT = "# yaml-language-server: $schema=schema.json"
 
 
@@ -132,17 +131,16 @@ def _schema_problem(error: jsonschema.ValidationError, root: yaml.Node) -> tuple
     node = _node_at(root, error.absolute_path)
     line = node.start_mark.line + 1
     where = ".".join(str(p) for p in error.absolute_path)
+    inside = f" in {where}" if where else ""
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted(k for k in error.instance if k not in allowed)
-        return _key_line(node, extra[0]), f"unknown key {extra[0]!r}" + (f" in {where}" if where else "")
+        extra = sorted(k for k in error.instance if k not in error.schema.get("properties", {}))
+        return _key_line(node, extra[0]), f"unknown key {extra[0]!r}{inside}"
     if error.validator == "required":
-        return line, f"{error.message.replace(' is a required property', '')} is missing" + (f" in {where}" if where else "")
-    if error.validator == "oneOf" and error.absolute_path and "when" in error.absolute_path:
-        shown = error.instance if isinstance(error.instance, str) else next(iter(error.instance), error.instance) \
-            if isinstance(error.instance, dict) else error.instance
+        return line, f"{error.message.removesuffix(' is a required property')} is missing{inside}"
+    if error.validator == "oneOf" and "when" in error.absolute_path:
+        shown = next(iter(error.instance), error.instance) if isinstance(error.instance, dict) else error.instance
         known = ", ".join(sorted(PREDICATES) + sorted(PARAMETRIC) + ["all", "any", "not"])
-        return line, f"unknown or malformed condition {shown!r} in {where} (known: {known})"
+        return line, f"unknown or malformed condition {shown!r}{inside} (known: {known})"
     return line, f"{where or 'rule'}: {error.message}"
 
 
