@@ -90,6 +90,8 @@ class Provider:
 
     def __init__(self, spec: str, filters: Filters = Filters()):
         self.spec = spec
+        self.location = spec
+        """Where the bytes are: the downloaded archive when ``spec`` is ``name==version``."""
         self.filters = filters
 
     def info(self) -> InputInfo:
@@ -172,7 +174,7 @@ class ZipProvider(Provider):
 
     def collect(self) -> Iterator[Item]:
         try:
-            zf = zipfile.ZipFile(self.spec)
+            zf = zipfile.ZipFile(self.location)
         except (OSError, zipfile.BadZipFile, ValueError) as exc:
             raise InputError(f"{self.spec}: not a readable zip archive ({_reason(exc)})") from None
         total = 0
@@ -214,7 +216,7 @@ class TarProvider(Provider):
 
     def collect(self) -> Iterator[Item]:
         try:
-            tf = tarfile.open(self.spec, "r:*")
+            tf = tarfile.open(self.location, "r:*")
             members = tf.getmembers()
         except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
             raise InputError(f"{self.spec}: not a readable tar archive ({_reason(exc)})") from None
@@ -329,6 +331,10 @@ def provider_for(spec: str, filters: Filters = Filters(), cache_dir: Optional[Pa
             return TarProvider(spec, filters)
         if p.is_file():
             return SingleFileProvider(spec, filters)
+    if spec.startswith("git:"):
+        from auditor.gitrev import GitRevisionProvider
+
+        return GitRevisionProvider(spec, filters)
     if _REQUIREMENT.match(spec) and cache_dir is not None:
         archive = download(spec, cache_dir)
         inner = provider_for(str(archive), filters)

@@ -1,0 +1,387 @@
+"""Two scans compared: which gates a change adds, removes or changes, and why.
+
+Pure: :func:`compare` takes two :class:`AuditResult` records and returns a
+:class:`DiffResult`; running the scans and writing reports is the CLI's job.
+
+Gates are matched by what their fingerprint is made of (file, kind, enclosing context,
+normalised condition), never by line: within each file the two sequences of gate keys are
+aligned (as ``diff`` aligns lines), so a gate that merely moved, or an identical gate
+inserted before its twin, is matched correctly; keys left over on both sides are then
+paired wherever they sit in the file (code moved past other gates). A condition edited in
+place — the leftovers of one kind and context between the same matched neighbours, or in
+the same named function — is a *rewritten* gate rather than one removed and one added.
+
+A gate whose condition is unchanged can still admit a different set because a definition
+it resolves through changed: a Python predicate whose body conditions changed, or a
+derived macro whose defining condition changed. Such a definition is reported once, as
+the root cause, with the call sites that resolve through it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
+from typing import Iterable, Optional, Sequence
+
+from auditor import arch, fingerprint
+from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo
+
+SCHEMA = "archaudit-diff/1"
+ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+ADMITS, EXCLUDES = "admits", "excludes"
+_VERSIONED_TOP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*-v?\d[A-Za-z0-9_.+!-]*$")
+_WHEEL_DATA = re.compile(r"^[^/]+-[^/]+\.data/(?:purelib|platlib|headers|scripts|data)/")
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictDelta:
+    """One requested target's verdict before and after."""
+
+    target: str
+    """The target's label (``12.0``, ``sm_120a``)."""
+    before: str
+    """``admits``, ``excludes``, or ``""`` when the gate did not exist (its code ran everywhere)."""
+    after: str
+    """Likewise after the change; ``""`` when the gate is gone."""
+
+    @property
+    def newly_excludes(self) -> bool:
+        """The target is turned away now and was not before."""
+        return self.after == EXCLUDES and self.before != EXCLUDES
+
+    @property
+    def now_admits(self) -> bool:
+        """The target was turned away before and is not now."""
+        return self.before == EXCLUDES and self.after != EXCLUDES
+
+    @property
+    def phrase(self) -> str:
+        """``newly excludes 12.1``, ``now admits 12.0``, or ``""`` when the verdict holds."""
+        if self.newly_excludes:
+            return f"newly excludes {self.target}"
+        if self.now_admits:
+            return f"now admits {self.target}"
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class GateChange:
+    """One gate added, removed, or changed between the two sides."""
+
+    status: str
+    """``added``, ``removed`` or ``changed``."""
+    old: Optional[Gate]
+    """The gate before (None when added)."""
+    new: Optional[Gate]
+    """The gate after (None when removed)."""
+    how: str = ""
+    """For ``changed``: ``admits`` (same condition, another admitted set) or ``rewritten``
+    (the condition itself was edited in place)."""
+    verdicts: tuple[VerdictDelta, ...] = ()
+    """Per requested target, in the order asked."""
+    definition: str = ""
+    """Key of the definition change this gate belongs to (a condition inside a predicate)."""
+    causes: tuple[str, ...] = ()
+    """Keys of the changed definitions this gate resolves through."""
+    findings: tuple[Finding, ...] = ()
+    """Findings on the new gate that the old one did not have."""
+
+    @property
+    def gate(self) -> Gate:
+        """The gate as it stands after the change (before, when removed)."""
+        gate = self.new or self.old
+        assert gate is not None
+        return gate
+
+    @property
+    def delta(self) -> tuple[str, ...]:
+        """The verdict changes in words."""
+        return tuple(v.phrase for v in self.verdicts if v.phrase)
+
+    @property
+    def newly_excludes(self) -> bool:
+        """Some requested target is turned away by this change."""
+        return any(v.newly_excludes for v in self.verdicts)
+
+    @property
+    def explained(self) -> bool:
+        """Shown under a definition change rather than on its own."""
+        return bool(self.definition) or (self.how == ADMITS and bool(self.causes))
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionChange:
+    """A predicate or derived macro whose meaning changed: the root cause of call-site changes."""
+
+    name: str
+    file: str
+    """Where it is defined after the change (before, when it is gone)."""
+    old_line: int
+    new_line: int
+    old_detail: str = ""
+    """The definition as the scan recorded it (a macro's defining condition, a ``def`` line)."""
+    new_detail: str = ""
+    body: tuple[GateChange, ...] = ()
+    """Changes among the conditions inside the definition (Python predicates)."""
+    call_sites: tuple[GateChange, ...] = ()
+    """Gates added, removed or changed that resolve through it."""
+    unchanged_call_sites: int = 0
+    """How many gates resolve through it on both sides and admit the same set."""
+
+    @property
+    def key(self) -> str:
+        """Identity within one diff: ``name@file``."""
+        return f"{self.name}@{self.file}"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    """Everything a diff report needs; renderers are pure functions of this."""
+
+    tool_version: str
+    targets: tuple  # tuple[arch.Target, ...]
+    old_inputs: tuple[InputInfo, ...]
+    new_inputs: tuple[InputInfo, ...]
+    changes: tuple[GateChange, ...]
+    """Sorted by (file, line, status)."""
+    definitions: tuple[DefinitionChange, ...] = ()
+    unchanged: int = 0
+    """Gates matched on both sides with the same admitted set."""
+    errors: tuple[FileError, ...] = ()
+    """Files either side could not scan (``input`` tells which)."""
+    mode: str = "diff"
+    """``diff`` (two releases) or ``pr`` (two revisions of a pull request)."""
+    extras: tuple[tuple[str, object], ...] = ()
+    """Named additions from the CLI, as in :class:`AuditResult` (``rules`` for SARIF)."""
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """New findings on gates that newly exclude a target (what ``--fail-on`` and SARIF see)."""
+        return tuple(f for c in self.changes if c.newly_excludes for f in c.findings)
+
+    def by_status(self, status: str, explained: bool = False) -> tuple[GateChange, ...]:
+        """Changes of one status; without ``explained``, those shown under a definition are left out."""
+        return tuple(c for c in self.changes if c.status == status and (explained or not c.explained))
+
+
+def top_prefix(paths: Iterable[str]) -> str:
+    """A version-bearing top folder all paths share (``pkg-1.2/``), to ignore when matching."""
+    tops = {p.split("/", 1)[0] for p in paths if "/" in p}
+    if len(tops) != 1:
+        return ""
+    top = next(iter(tops))
+    return top + "/" if _VERSIONED_TOP.match(top) and not top.endswith(".data") else ""
+
+
+def match_path(path: str, prefix: str = "") -> str:
+    """The path used for matching: no versioned top folder, no wheel ``.data/<scheme>/`` part."""
+    if prefix and path.startswith(prefix):
+        path = path[len(prefix):]
+    return _WHEEL_DATA.sub("", path, count=1)
+
+
+def verdicts(gate: Optional[Gate], targets: Sequence[arch.Target]) -> dict[str, str]:
+    """``{label: admits|excludes}``; empty for no gate."""
+    if gate is None:
+        return {}
+    return {t.label: ADMITS if arch.admits_target(gate.domain, gate.admits, t) else EXCLUDES for t in targets}
+
+
+def _deltas(old: Optional[Gate], new: Optional[Gate], targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:
+    before, after = verdicts(old, targets), verdicts(new, targets)
+    return tuple(VerdictDelta(t.label, before.get(t.label, ""), after.get(t.label, "")) for t in targets)
+
+
+_Key = tuple[str, str, str, str]
+
+
+class _Side:
+    """One side's gates, indexed for matching."""
+
+    def __init__(self, result: AuditResult):
+        self.result = result
+        self.prefix = top_prefix(g.file for g in result.gates)
+        self.path = {g.id: self.match(g.file) for g in result.gates}
+        self.by_file: dict[str, list[Gate]] = defaultdict(list)
+        for g in sorted(result.gates, key=lambda g: (g.line, g.end_line, g.kind, g.id)):
+            self.by_file[self.path[g.id]].append(g)
+        self.findings: dict[str, list[Finding]] = defaultdict(list)
+        for f in result.findings:
+            self.findings[f.gate].append(f)
+        self.defined: dict[tuple[str, str], tuple[int, str, str]] = {}
+        """Every definition a gate resolves through: (name, matching path) -> (line, detail, file)."""
+        for g in result.gates:
+            for r in g.resolutions:
+                self.defined.setdefault((r.name, self.match(r.file)), (r.line, r.detail, r.file))
+        self.defined_in: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        """Matching path -> (line, name) of the definitions in it, in order."""
+        for (name, path), (line, _, _) in sorted(self.defined.items(), key=lambda kv: (kv[1][0], kv[0])):
+            self.defined_in[path].append((line, name))
+
+    def match(self, path: str) -> str:
+        """A path of this side as matching sees it."""
+        return match_path(path, self.prefix)
+
+    def key(self, g: Gate) -> _Key:
+        return (self.path[g.id], g.kind, g.context, fingerprint.normalise(g.expression))
+
+
+def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[Gate], list[Gate]]:
+    """Matched (old, new, how) pairs, then unmatched old and unmatched new gates."""
+    pairs: list[tuple[Gate, Gate, str]] = []
+    left_old: list[tuple[Gate, int]] = []
+    left_new: list[tuple[Gate, int]] = []
+    block = 0
+    for path in sorted(set(old.by_file) | set(new.by_file)):
+        a, b = old.by_file.get(path, []), new.by_file.get(path, [])
+        ka, kb = [old.key(g) for g in a], [new.key(g) for g in b]
+        for op, i1, i2, j1, j2 in SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
+            if op == "equal":
+                pairs += [(a[i], b[j], "") for i, j in zip(range(i1, i2), range(j1, j2))]
+            else:
+                block += 1
+                left_old += [(g, block) for g in a[i1:i2]]
+                left_new += [(g, block) for g in b[j1:j2]]
+    # Moved: the same key elsewhere in the file.
+    waiting: dict[_Key, list[tuple[Gate, int]]] = defaultdict(list)
+    for g, blk in left_old:
+        waiting[old.key(g)].append((g, blk))
+    unmatched_new: list[tuple[Gate, int]] = []
+    for g, blk in left_new:
+        queue = waiting.get(new.key(g))
+        if queue:
+            pairs.append((queue.pop(0)[0], g, ""))
+        else:
+            unmatched_new.append((g, blk))
+    unmatched_old = [item for queue in waiting.values() for item in queue]
+    # Rewritten: one kind and context, between the same neighbours or in the same named function.
+    def group(side: _Side, g: Gate, blk: int) -> tuple:
+        return (side.path[g.id], g.kind, g.context, 0 if g.context else blk)
+
+    olds: dict[tuple, list[Gate]] = defaultdict(list)
+    news: dict[tuple, list[Gate]] = defaultdict(list)
+    for g, blk in sorted(unmatched_old, key=lambda item: item[0].line):
+        olds[group(old, g, blk)].append(g)
+    for g, blk in unmatched_new:
+        news[group(new, g, blk)].append(g)
+    removed: list[Gate] = []
+    added: list[Gate] = []
+    for k in set(olds) | set(news):
+        o, n = olds.get(k, []), news.get(k, [])
+        if o and len(o) == len(n):
+            pairs += [(x, y, "rewritten") for x, y in zip(o, n)]
+        else:
+            removed += o
+            added += n
+    return pairs, removed, added
+
+
+def _change(status: str, old: Optional[Gate], new: Optional[Gate], how: str, targets, sides) -> GateChange:
+    old_side, new_side = sides
+    findings: tuple[Finding, ...] = ()
+    if new is not None:
+        known = {f.rule for f in old_side.findings.get(old.id, [])} if old is not None else set()
+        findings = tuple(f for f in new_side.findings.get(new.id, []) if f.rule not in known)
+    return GateChange(status, old, new, how, _deltas(old, new, targets), findings=findings)
+
+
+def _meaningful(c: GateChange) -> bool:
+    """A change that alters what a definition admits (not a rewording with the same set)."""
+    return not (c.old is not None and c.new is not None and set(c.old.admits) == set(c.new.admits))
+
+
+def _definitions(changes: list[GateChange], old: _Side, new: _Side,
+                 unchanged: list[tuple[Gate, Gate]]) -> tuple[list[GateChange], list[DefinitionChange]]:
+    """Find changed definitions; tag the changes inside them and the call sites through them.
+
+    A definition changed when a condition inside it changed what it admits (Python
+    predicates: the gate's context is the definition's name, in the definition's file), or
+    when its recorded detail differs (a derived macro's defining condition) and a call site
+    with an unchanged condition now admits another set.
+    """
+    names = set(old.defined) | set(new.defined)
+    files_of: dict[str, set[str]] = defaultdict(set)
+    for name, path in names:
+        files_of[name].add(path)
+
+    def owner(side: _Side, g: Optional[Gate]) -> Optional[tuple[str, str]]:
+        """The definition a gate belongs to: the function it sits in, or the ``#define`` it encloses."""
+        if g is None:
+            return None
+        path = side.path[g.id]
+        name = g.context.rsplit(".", 1)[-1]
+        if name and path in files_of.get(name, ()):
+            return (name, path)
+        first, last = g.body_lines
+        return next(((n, path) for line, n in side.defined_in.get(path, ()) if first <= line <= last), None)
+
+    def through(side: _Side, g: Optional[Gate]) -> set[tuple[str, str]]:
+        return set() if g is None else {(r.name, side.match(r.file)) for r in g.resolutions}
+
+    body: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, c in enumerate(changes):
+        where = owner(new, c.new) or owner(old, c.old)
+        if where is not None:
+            body[where].append(i)
+    changed = {k for k, idx in body.items() if any(_meaningful(changes[i]) for i in idx)}
+    shifted = set().union(*(through(old, c.old) & through(new, c.new) for c in changes if c.how == ADMITS))
+    for k in shifted & names:
+        a, b = old.defined.get(k), new.defined.get(k)
+        if a and b and a[1] != b[1]:
+            changed.add(k)
+    if not changed:
+        return changes, []
+    label = {k: f"{k[0]}@{k[1]}" for k in changed}
+    out = list(changes)
+    for k in changed:
+        for i in body.get(k, []):
+            out[i] = replace(out[i], definition=label[k])
+    sites: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, c in enumerate(out):
+        via = sorted((through(old, c.old) | through(new, c.new)) & changed)
+        if via and not c.definition:
+            out[i] = replace(c, causes=tuple(label[k] for k in via))
+            for k in via:
+                sites[k].append(i)
+    still: dict[tuple[str, str], int] = defaultdict(int)
+    for a, b in unchanged:
+        for k in (through(old, a) | through(new, b)) & changed:
+            still[k] += 1
+    result = []
+    for k in sorted(changed):
+        a, b = old.defined.get(k), new.defined.get(k)
+        inside = [out[i] for i in body.get(k, [])]
+        result.append(DefinitionChange(
+            name=k[0], file=(b or a)[2] if (b or a) else k[1],
+            old_line=a[0] if a else min((c.old.line for c in inside if c.old), default=0),
+            new_line=b[0] if b else min((c.new.line for c in inside if c.new), default=0),
+            old_detail=a[1] if a else "", new_detail=b[1] if b else "",
+            body=tuple(inside), call_sites=tuple(out[i] for i in sites.get(k, [])),
+            unchanged_call_sites=still.get(k, 0),
+        ))
+    return out, result
+
+
+def compare(old: AuditResult, new: AuditResult, targets: Optional[tuple] = None, mode: str = "diff") -> DiffResult:
+    """Gates added, removed and changed from ``old`` to ``new``, with their root causes."""
+    targets = targets or new.targets
+    sides = (_Side(old), _Side(new))
+    pairs, removed, added = _pairs(*sides)
+    changes: list[GateChange] = []
+    unchanged: list[tuple[Gate, Gate]] = []
+    for a, b, how in pairs:
+        if how or set(a.admits) != set(b.admits):
+            changes.append(_change(CHANGED, a, b, how or ADMITS, targets, sides))
+        else:
+            unchanged.append((a, b))
+    changes += [_change(REMOVED, g, None, "", targets, sides) for g in removed]
+    changes += [_change(ADDED, None, g, "", targets, sides) for g in added]
+    changes.sort(key=lambda c: (sides[1].path[c.new.id] if c.new else sides[0].path[c.old.id], c.gate.line, c.status))
+    changes, definitions = _definitions(changes, *sides, unchanged)
+    return DiffResult(
+        tool_version=new.tool_version, targets=tuple(targets), old_inputs=old.inputs, new_inputs=new.inputs,
+        changes=tuple(changes), definitions=tuple(definitions), unchanged=len(unchanged),
+        errors=tuple(old.errors) + tuple(new.errors), mode=mode,
+    )
