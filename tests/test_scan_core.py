@@ -37,24 +37,27 @@ def test_fixture_gates_and_non_gates():
     assert arch.compact("target", g[19].admits) == "sm_90, sm_90a, sm_110…sm_121f"
     assert arch.compact("target", g[21].admits) == "sm_80…sm_89"
     assert arch.compact("target", g[23].admits) == "sm_75, host"
-    assert g[38].admits == ()  # dead gate: __CUDA_ARCH__ == 1070
+    assert g[36].admits == ()  # dead gate: __CUDA_ARCH__ == 1070
     assert g[70].unknowns == ("ENABLE_FP8",) and arch.compact("target", g[70].admits) == "sm_89…sm_121f"
     # the block comment's '#if' and the host/device split are not gates
     assert 6 not in g and 64 not in g and 66 not in g
-    # nested: sm_120 branch inside >= 800
-    assert arch.compact("target", g[58].admits) == "sm_120…sm_121f"
+    # nested: the sm_120 branch inside >= 800
+    assert arch.compact("target", g[59].admits) == "sm_120…sm_121f"
 
 
 def test_cccl_arms():
     result = audit([str(FIXTURES / "cuda" / "basic")], Options(jobs=1))
-    g = gates_by_line(result, "cccl.cuh")
-    assert arch.compact("target", g[5].admits) == "sm_90…sm_121f"  # NV_PROVIDES_SM_90 holds on 12.x
-    assert arch.compact("target", g[7].admits) == "sm_75…sm_89, host"  # its else arm
-    assert arch.compact("target", g[8].admits) == "sm_90a"  # NV_HAS_FEATURE_SM_90a does not hold on 12.x
-    assert arch.compact("target", g[10].admits) == "sm_100…sm_100f"
-    assert arch.compact("target", g[11].admits) == "sm_80…sm_90a, sm_103…sm_121f"
+    g = {(x.line, x.expression): x for x in result.gates if x.file == "cccl.cuh"}
+    admits = {k: arch.compact("target", x.admits) for k, x in g.items()}
+    assert admits == {
+        (5, "NV_PROVIDES_SM_90"): "sm_90…sm_121f",  # holds on 12.x
+        (6, "!NV_PROVIDES_SM_90"): "sm_75…sm_89, host",  # its else arm
+        (8, "NV_HAS_FEATURE_SM_90a"): "sm_90a",  # does not hold on 12.x
+        (8, "!NV_HAS_FEATURE_SM_90a"): "sm_75…sm_90, sm_100…sm_121f, host",
+        (10, "NV_IS_EXACTLY_SM_100"): "sm_100…sm_100f",
+        (11, "NV_PROVIDES_SM_80"): "sm_80…sm_90a, sm_103…sm_121f",  # the second arm of a dispatch
+    }  # NV_IS_HOST (line 13) is a host/device split, not a gate
     assert all(x.kind == "cccl-target" for x in g.values())
-    assert 13 not in g  # NV_IS_HOST is a host/device split
 
 
 def test_derived_macro_resolves_to_exactly_sm90a():
