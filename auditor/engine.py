@@ -59,13 +59,17 @@ def confidence(gate: Gate) -> str:
     return "medium" if gate.unknowns else "high"
 
 
-def match(rules: Sequence[Rule], gates: Iterable[Gate], targets: tuple[Target, ...]) -> list[Finding]:
-    """Every (rule, gate) pair whose condition holds, as findings."""
+def match(rules: Sequence[Rule], gates: Iterable[Gate], targets: tuple[Target, ...],
+          packages: Mapping[str, Mapping[str, str]] = {}) -> list[Finding]:
+    """Every (rule, gate) pair whose condition holds, as findings.
+
+    ``packages``: per package, the best loadability of its shipped binaries per target label.
+    """
     gates = list(gates)
     around = relatives(gates)
     out = []
     for gate in gates:
-        view = GateView(gate, targets, around.get(gate.id, Relatives()))
+        view = GateView(gate, targets, around.get(gate.id, Relatives()), packages.get(gate.package, {}))
         fields = _Fields(view)
         for rule in rules:
             if rule.applies(gate) and rule.when(view):
@@ -109,14 +113,15 @@ def suppressions(files: Iterable[SourceFile]) -> list[Suppression]:
 
 def apply(rules: Sequence[Rule], gates: Sequence[Gate], targets: tuple[Target, ...],
           files: Iterable[SourceFile] = (), select: Sequence[str] = (), ignore: Sequence[str] = (),
-          baseline: frozenset[tuple[str, str]] = frozenset()) -> list[Finding]:
+          baseline: frozenset[tuple[str, str]] = frozenset(),
+          packages: Mapping[str, Mapping[str, str]] = {}) -> list[Finding]:
     """Findings of the active rules, minus suppressed and baselined ones, plus unused suppressions."""
     chosen = [r for r in rules if active(r.id, select, ignore)]
     by_id = {g.id: g for g in gates}
     marks = suppressions(files)
     used: set[Suppression] = set()
     kept = []
-    for f in match(chosen, gates, targets):
+    for f in match(chosen, gates, targets, packages):
         hit = next((s for s in marks if s.covers(f, by_id[f.gate])), None)
         if hit is None:
             kept.append(f)

@@ -7,13 +7,14 @@ definitions are resolved over the whole input, so those stages run once per inpu
 from __future__ import annotations
 
 import bisect
+import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from auditor import __version__, arch, cuda_gates, engine, features, python_gates, rulebook
+from auditor import __version__, arch, binaries, cuda_gates, engine, features, python_gates, rulebook
 from auditor.arch import Target
 from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
 from auditor.cache import (
@@ -172,18 +173,80 @@ def _merge(ranges) -> list[tuple[int, int]]:
     return [(a, b) for a, b in merged]
 
 
-def apply_rules(gates: Sequence[Gate], files: Sequence[SourceFile], options: Options) -> list[Finding]:
-    """Findings for one input's gates; its files hold the suppression comments."""
+def apply_rules(gates: Sequence[Gate], files: Sequence[SourceFile], options: Options,
+                packages: Optional[dict] = None) -> list[Finding]:
+    """Findings for one input's gates; its files hold the suppression comments.
+
+    ``packages``: per package, the best loadability of its binaries per target label
+    (:func:`package_verdicts`), for the rules that join gates with shipped GPU code.
+    """
     rules = rulebook.builtin() if options.rules is None else options.rules
-    return engine.apply(rules, gates, options.targets, files, options.select, options.ignore, options.baseline)
+    sources = [f for f in files if f.language not in ("binary", "binary-listing")]
+    return engine.apply(rules, gates, options.targets, sources, options.select, options.ignore, options.baseline,
+                        packages or {})
+
+
+def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[binaries.BinaryListing], list[FileError]]:
+    """The GPU code embedded in an input's shared objects, by path; unreadable ones as errors."""
+    listings, errors = [], []
+    for f in sorted((f for f in files if f.language in ("binary", "binary-listing")), key=lambda f: f.path):
+        if f.language == "binary-listing":  # a rule example's stand-in (rulebook.Example.sources)
+            listings.append(binaries.BinaryListing(f.path, tuple(
+                binaries.EmbeddedCode("ptx" if t.startswith("compute_") else "sass", t, False, "rule example")
+                for t in json.loads(f.data))))
+            continue
+        try:
+            listings.append(binaries.read_embedded(f.data, f.path))
+        except binaries.BinaryError as exc:
+            errors.append(FileError(f.path, f"not a readable shared object: {exc}", input_name))
+    return listings, errors
+
+
+_RANK = {"native": 2, "jit": 1, "none": 0}
+
+
+def binary_records(listings: Sequence[binaries.BinaryListing], input_name: str,
+                   targets: Sequence[Target]) -> tuple[dict, ...]:
+    """Listings as plain data: path, package, entries, per-target verdict (``{}`` without GPU code)."""
+    return tuple({
+        "path": b.path,
+        "package": b.path.split("/", 1)[0],
+        "input": input_name,
+        "entries": tuple({"kind": e.kind, "target": e.target, "compressed": e.compressed, "note": e.note}
+                         for e in b.entries),
+        "verdicts": {t.label: binaries.loadability(b.entries, t.capability) for t in targets} if b.entries else {},
+    } for b in listings)
+
+
+def package_verdicts(records: Sequence[dict]) -> dict[str, dict[str, str]]:
+    """Per package, the best verdict over its binaries with GPU code (native > jit > none)."""
+    out: dict[str, dict[str, str]] = {}
+    for r in records:
+        if not r["verdicts"]:
+            continue
+        best = out.setdefault(r["package"], {})
+        for label, verdict in r["verdicts"].items():
+            if _RANK[verdict] >= _RANK[best.get(label, "none")]:
+                best[label] = verdict
+    return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
+
+
+def audit_input_binaries(files: Sequence[SourceFile], input_name: str, options: Options,
+                         store: Optional[Cache] = None):
+    """:func:`audit_input`, plus the input's binary records (:func:`binary_records`)."""
+    gates, errors = audit_files(files, input_name, options, store)
+    gates = with_features(gates, files, options.targets)
+    listings, bin_errors = read_binaries(files, input_name)
+    records = binary_records(listings, input_name, options.targets)
+    findings = apply_rules(gates, files, options, package_verdicts(records))
+    return gates, findings, errors + bin_errors, records
 
 
 def audit_input(files: Sequence[SourceFile], input_name: str, options: Options,
                 store: Optional[Cache] = None) -> tuple[list[Gate], list[Finding], list[FileError]]:
     """One input, all stages: gates with what they guard, findings, and errors."""
-    gates, errors = audit_files(files, input_name, options, store)
-    gates = with_features(gates, files, options.targets)
-    return gates, apply_rules(gates, files, options), errors
+    gates, findings, errors, _ = audit_input_binaries(files, input_name, options, store)
+    return gates, findings, errors
 
 
 def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
@@ -193,12 +256,14 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
     errors: list[FileError] = []
     findings: list[Finding] = []
     inputs: list[InputInfo] = []
+    shipped: list[dict] = []
     store = Cache(options.cache_dir) if options.cache_dir else None
     try:
         for p in provs:
             files, read_errors = read_all(p)
             inputs.append(p.info())
-            g, f, e = audit_input(files, p.spec, options, store)
+            g, f, e, b = audit_input_binaries(files, p.spec, options, store)
+            shipped += b
             gates += g
             findings += f
             errors += read_errors + e
@@ -212,4 +277,5 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
         gates=tuple(sorted(gates, key=lambda g: (g.input, g.file, g.line, g.kind, g.id))),
         findings=tuple(sorted(findings, key=lambda f: (f.input, f.file, f.line, f.rule, f.gate))),
         errors=tuple(sorted(set(errors), key=lambda e: (e.input, e.file, e.reason))),
+        extras=(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))),) if shipped else (),
     )

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Callable, Iterable
 
@@ -157,6 +158,9 @@ class GateView:
     gate: Gate
     targets: tuple[Target, ...]
     relatives: Relatives = Relatives()
+    binaries: Mapping[str, str] = field(default_factory=dict)
+    """The gate's package's shipped GPU code: best loadability per target label
+    (``native``, ``jit``, ``none``); empty when the package ships no binary with GPU code."""
 
     @cached_property
     def excluded(self) -> tuple[Target, ...]:
@@ -270,6 +274,17 @@ def has_unknowns(v: GateView) -> bool:
     return bool(v.gate.unknowns)
 
 
+def binaries_cannot_load(v: GateView) -> bool:
+    """The gate lets a requested target in, yet no binary its package ships runs there
+    (no SASS for it, no PTX to JIT): the code behind it fails to load on that target."""
+    return any(v.binaries.get(t.label) == "none" for t in v.targets if t not in v.excluded)
+
+
+def binaries_behind_excluding_gate(v: GateView) -> bool:
+    """The package ships SASS for a requested target, and the gate turns that target away."""
+    return any(v.binaries.get(t.label) == "native" for t in v.excluded)
+
+
 def _one_of(value: object) -> tuple[str, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else (str(value),)
 
@@ -296,6 +311,8 @@ PREDICATES: dict[str, Predicate] = {
     "admits_beyond_name": admits_beyond_name,
     "earlier_branch_takes_target": earlier_branch_takes_target,
     "has_unknowns": has_unknowns,
+    "binaries_cannot_load": binaries_cannot_load,
+    "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -376,5 +393,9 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=_number)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
+    "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
+    "targets_unloadable": lambda v: _labels(t for t in v.targets
+                                            if t not in v.excluded and v.binaries.get(t.label) == "none"),
+    "targets_native_excluded": lambda v: _labels(t for t in v.excluded if v.binaries.get(t.label) == "native"),
 }
 """``{placeholders}`` a rule's message may use, each rendered as one line of text."""

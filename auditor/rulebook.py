@@ -39,10 +39,20 @@ class Example:
     code: str
     line: int
     """Where the example starts in its rule file."""
+    binaries: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Shared objects scanned with it, as (path, embedded targets): see :meth:`sources`."""
 
     def source(self) -> SourceFile:
         """The example as a scanned file."""
         return SourceFile(path=self.filename, data=self.code.encode("utf-8"), language=self.language, input="example")
+
+    def sources(self) -> list[SourceFile]:
+        """The example and its binaries; a binary is a ``binary-listing`` file (JSON list of
+        embedded targets) that the pipeline reads in place of an ELF file's fatbinary."""
+        return [self.source()] + [
+            SourceFile(path=path, data=json.dumps(list(targets)).encode("utf-8"), language="binary-listing",
+                       input="example")
+            for path, targets in self.binaries]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +155,9 @@ def _schema_problem(error: jsonschema.ValidationError, root: yaml.Node) -> tuple
 
 
 def _examples(raw: list, node: yaml.Node) -> tuple[Example, ...]:
-    return tuple(Example(e["language"], e["filename"], e["code"], n.start_mark.line + 1) for e, n in zip(raw, node.value))
+    return tuple(Example(e["language"], e["filename"], e["code"], n.start_mark.line + 1,
+                         tuple((path, tuple(t)) for path, t in sorted(e.get("binaries", {}).items())))
+                 for e, n in zip(raw, node.value))
 
 
 def parse(text: str, path: str) -> Rule:
@@ -277,7 +289,7 @@ def verify(rule: Rule, scan: Scan) -> tuple[CaseResult, ...]:
     out = []
     for case, examples in (("invalid", rule.invalid), ("valid", rule.valid)):
         for ex in examples:
-            findings, errors = scan([ex.source()], rule)
+            findings, errors = scan(ex.sources(), rule)
             hits = [f for f in findings if f.rule == rule.id]
             if errors:
                 outcome, detail = ("missing" if case == "invalid" else "noisy"), "; ".join(e.reason for e in errors)

@@ -28,6 +28,10 @@ C_EXTENSIONS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".cpp", ".
 TEMPLATE_EXTENSIONS = frozenset({".jinja", ".jinja2", ".in"})
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Larger source files are listed as errors, not read (a 100 MB header is not source)."""
+MAX_BINARY_BYTES = 1024 * 1024 * 1024
+"""Shared objects (read for their embedded GPU code) may be larger: CUDA kernels libraries
+ship .so files of hundreds of MB."""
+_SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$", re.I)
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
 """Total uncompressed bytes read from one archive before it is refused as a bomb."""
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
@@ -40,7 +44,10 @@ class InputError(Exception):
 
 
 def language_of(path: str, head: bytes = b"") -> Optional[str]:
-    """``python``, ``cuda`` or None (not scanned), from the name and, for templates, the text."""
+    """``python``, ``cuda``, ``binary`` (a shared object) or None (not scanned), from the name
+    and, for templates, the text."""
+    if _SHARED_OBJECT.search(path):
+        return "binary"
     p = PurePosixPath(path)
     suffix = p.suffix.lower()
     if suffix == ".py":
@@ -59,7 +66,12 @@ def language_of(path: str, head: bytes = b"") -> Optional[str]:
 def wanted(path: str) -> bool:
     """Could the file be scanned (cheap, by name)?"""
     p = PurePosixPath(path)
-    return p.suffix.lower() in C_EXTENSIONS | TEMPLATE_EXTENSIONS | {".py"}
+    return p.suffix.lower() in C_EXTENSIONS | TEMPLATE_EXTENSIONS | {".py"} or bool(_SHARED_OBJECT.search(path))
+
+
+def max_bytes(path: str) -> int:
+    """The size cap for one file: larger for shared objects than for source."""
+    return MAX_BINARY_BYTES if _SHARED_OBJECT.search(path) else MAX_FILE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +154,9 @@ class DirectoryProvider(Provider):
             st = os.stat(full)
             if not stat.S_ISREG(st.st_mode):
                 return FileError(rel, "not a regular file", self.spec)
-            if st.st_size > MAX_FILE_BYTES:
-                return FileError(rel, f"file too large ({st.st_size} bytes > {MAX_FILE_BYTES})", self.spec)
+            cap = max_bytes(rel)
+            if st.st_size > cap:
+                return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)
             with open(full, "rb") as fh:
                 data = fh.read()
         except OSError as exc:
@@ -188,8 +201,8 @@ class ZipProvider(Provider):
                     continue
                 if not wanted(path) or not self.filters.accepts(path):
                     continue
-                if info.file_size > MAX_FILE_BYTES:
-                    yield FileError(path, f"member too large ({info.file_size} bytes > {MAX_FILE_BYTES})", self.spec)
+                if info.file_size > max_bytes(path):
+                    yield FileError(path, f"member too large ({info.file_size} bytes > {max_bytes(path)})", self.spec)
                     continue
                 total += info.file_size
                 if total > MAX_ARCHIVE_BYTES:
@@ -197,11 +210,11 @@ class ZipProvider(Provider):
                     return
                 try:
                     with zf.open(info) as fh:
-                        data = fh.read(MAX_FILE_BYTES + 1)
+                        data = fh.read(max_bytes(path) + 1)
                 except Exception as exc:  # zipfile raises many kinds on corrupt members
                     yield FileError(path, f"corrupt archive member ({_reason(exc)})", self.spec)
                     continue
-                if len(data) > MAX_FILE_BYTES:
+                if len(data) > max_bytes(path):
                     yield FileError(path, "member expands past its declared size (zip bomb?)", self.spec)
                     continue
                 item = _make(path, data, self.spec)
@@ -240,8 +253,8 @@ class TarProvider(Provider):
                     continue
                 if not m.isfile():
                     continue
-                if m.size > MAX_FILE_BYTES:
-                    yield FileError(path, f"member too large ({m.size} bytes > {MAX_FILE_BYTES})", self.spec)
+                if m.size > max_bytes(path):
+                    yield FileError(path, f"member too large ({m.size} bytes > {max_bytes(path)})", self.spec)
                     continue
                 total += m.size
                 if total > MAX_ARCHIVE_BYTES:
