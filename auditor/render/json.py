@@ -69,7 +69,20 @@ def document(result: AuditResult) -> dict:
             for f in result.findings
         ],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
+        **({"binaries": binaries_document(result)} if extra(result, "binaries") else {}),
     }
+
+
+def extra(result: AuditResult, key: str, default=()):
+    """A named addition of a later stage (``AuditResult.extras``)."""
+    return next((value for k, value in result.extras if k == key), default)
+
+
+def binaries_document(result: AuditResult) -> list[dict]:
+    """Shared objects and the GPU code they embed, with per-target loadability (extra field)."""
+    return [{"path": b["path"], "package": b["package"], "input": b["input"],
+             "entries": [dict(e) for e in b["entries"]], "verdicts": dict(b["verdicts"])}
+            for b in extra(result, "binaries")]
 
 
 def render(result: AuditResult) -> str:

@@ -6,7 +6,30 @@ from itertools import groupby
 
 from auditor import arch
 from auditor.model import AuditResult
-from auditor.render.json import verdicts
+from auditor.render.json import extra, verdicts
+
+
+def binaries_section(result: AuditResult) -> list[str]:
+    """"GPU code in binaries": per package, the best verdict per target and what was found."""
+    shipped = extra(result, "binaries")
+    if not shipped:
+        return []
+    lines = ["GPU code in binaries (native: SASS runs, jit: PTX only, none: cannot load)"]
+    for (inp, package), group in groupby(shipped, key=lambda b: (b["input"], b["package"])):
+        group = list(group)
+        gpu = [b for b in group if b["verdicts"]]
+        where = f"  [{inp}]" if len(result.inputs) > 1 else ""
+        if not gpu:
+            lines.append(f"  {package}{where}: {len(group)} binaries, no GPU code")
+            continue
+        rank = {"native": 2, "jit": 1, "none": 0}
+        best = {t.label: max((b["verdicts"][t.label] for b in gpu), key=rank.__getitem__) for t in result.targets}
+        codes = sorted({e["target"] for b in gpu for e in b["entries"]})
+        lines.append(f"  {package}{where}: " + "  ".join(f"{t}:{v}" for t, v in best.items())
+                     + f"   ({len(gpu)} of {len(group)} binaries with GPU code: {', '.join(codes[:12])}"
+                     + (", ..." if len(codes) > 12 else "") + ")")
+    lines.append("")
+    return lines
 
 
 def render(result: AuditResult, only_excluding: bool = False) -> str:
@@ -33,6 +56,7 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
             for f in findings.get(g.id, []):
                 lines.append(f"         [{f.severity}] {f.rule}: {f.message}")
         lines.append("")
+    lines += binaries_section(result)
     for e in result.errors:
         lines.append(f"error: {e.file}: {e.reason}")
     excluding = sum(1 for g in result.gates if "excludes" in verdicts(g, targets).values())
