@@ -34,10 +34,13 @@ def default_cache_dir() -> Path:
 
 def renderers() -> dict[str, Callable[[AuditResult], str]]:
     """Format name -> pure renderer (AuditResult -> str)."""
+    from auditor.render import html, markdown, sarif, text
     from auditor.render import json as json_render
-    from auditor.render import text
 
-    table: dict[str, Callable[[AuditResult], str]] = {"text": text.render, "json": json_render.render}
+    table: dict[str, Callable[[AuditResult], str]] = {
+        "text": text.render, "json": json_render.render, "sarif": sarif.render, "markdown": markdown.render,
+        "html": html.render,
+    }
     return table
 
 
@@ -54,6 +57,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", type=Path, default=None, help="cache for downloads and results")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     p.add_argument("--only-excluding", action="store_true", help="text output: only gates that exclude a target")
+    p.add_argument("--link-base", metavar="URL", default="",
+                   help="markdown: link file:line to URL/FILE#LLINE (e.g. https://github.com/o/r/blob/SHA)")
     _rule_arguments(p)
     p.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not listed in this baseline file")
     p.add_argument("--write-baseline", type=Path, metavar="FILE",
@@ -130,16 +135,61 @@ def emit(result: AuditResult, args, render_extra: Optional[dict] = None) -> None
         if fmt not in table:
             raise UsageError(f"format {fmt} is not available")
     fmt = args.format or ("text" if not args.output else None)
+    if fmt and fmt not in table:
+        raise UsageError(f"format {fmt} is not available")
+    result = report_inputs(result, args, {fmt} | {FORMAT_BY_SUFFIX[Path(o).suffix.lower()] for o in args.output})
     if fmt:
-        if fmt not in table:
-            raise UsageError(f"format {fmt} is not available")
-        sys.stdout.write(table[fmt](result))
+        render = table[fmt]
+        if fmt == "text" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+            from auditor.render import terminal
+
+            render = terminal.render
+        sys.stdout.write(render(result))
     for out in args.output:
         text = table[FORMAT_BY_SUFFIX[Path(out).suffix.lower()]](result)
         try:
             Path(out).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
+def with_progress(audit: Callable, specs: Sequence[str], options) -> AuditResult:
+    """Run a scan with a progress bar on stderr when stderr is a terminal (it shows once work outlasts a moment)."""
+    from auditor.render import terminal
+
+    console = terminal.stderr_console()
+    if console is None:
+        return audit(specs, options)
+    with terminal.progress_bar(console) as update:
+        return audit(specs, replace(options, progress=update))
+
+
+def report_inputs(result: AuditResult, args, formats: set) -> AuditResult:
+    """Add what the human reports show besides the result: rule texts, the link base, source excerpts."""
+    extras = dict(result.extras)
+    if "rules" not in extras and hasattr(args, "rules"):
+        extras["rules"] = _rules(args)
+    extras.setdefault("link_base", getattr(args, "link_base", "") or "")
+    if "html" in formats and "excerpts" not in extras and hasattr(args, "inputs"):
+        extras["excerpts"] = _excerpts(result, args)
+    return replace(result, extras=tuple(sorted(extras.items())))
+
+
+def _excerpts(result: AuditResult, args) -> dict:
+    """The source lines the HTML report shows, read again from the inputs."""
+    from auditor.render import html
+    from auditor.sources import providers, read_all
+
+    needed = html.needed_lines(result)
+    out: dict = {}
+    download = (args.cache_dir or default_cache_dir()) / "downloads"
+    for p in providers(args.inputs, Filters(tuple(args.include), tuple(args.exclude)), download):
+        for f in read_all(p)[0]:
+            want = needed.get((p.spec, f.path))
+            if want:
+                lines = f.data.decode("utf-8", "replace").split("\n")
+                out[(p.spec, f.path)] = {n: lines[n - 1] for n in sorted(want) if n <= len(lines)}
+    return out
 
 
 def _ids(values: Sequence[str]) -> tuple[str, ...]:
@@ -192,7 +242,7 @@ def cmd_scan(args) -> int:
     from auditor.pipeline import audit
 
     options = _options(args)
-    result = audit(args.inputs, options)
+    result = with_progress(audit, args.inputs, options)
     for e in result.errors:
         print(f"archaudit: {e.input + ': ' if e.input else ''}{e.file}: {e.reason}", file=sys.stderr)
     write_baseline(result, args)

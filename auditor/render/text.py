@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import groupby
 
 from auditor import arch
@@ -60,8 +61,10 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
     for e in result.errors:
         lines.append(f"error: {e.file}: {e.reason}")
     excluding = sum(1 for g in result.gates if "excludes" in verdicts(g, targets).values())
+    severities = Counter(f.severity for f in result.findings)
+    by_severity = ", ".join(f"{severities[s]} {s}" for s in ("high", "medium", "low", "info") if severities[s])
     lines.append(
         f"{len(result.gates)} gates, {excluding} exclude {'/'.join(t.label for t in targets)}, "
-        f"{len(result.findings)} findings, {len(result.errors)} errors"
+        f"{len(result.findings)} findings{f' ({by_severity})' if by_severity else ''}, {len(result.errors)} errors"
     )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,237 @@
+"""One self-contained, interactive HTML report: header, architecture matrix, filters, drill-down.
+
+A full scan can hold tens of thousands of gates, so the page carries the data once, as
+compact JSON in a ``<script type="application/json">`` (repeated strings and admitted sets
+interned), and its script draws only the rows on screen and the one detail open. The
+header is plain HTML from jinja2 (autoescaped); the script builds every data-bearing node
+with ``textContent``, so scanned text can never become markup.
+
+Code excerpts need source text, which a renderer may not read: the CLI asks
+:func:`needed_lines` which lines each file must supply and passes them back in
+``AuditResult.extras`` under ``"excerpts"`` as ``{(input, file): {line: text}}``.
+Pygments highlights them here, into (class, text) runs the script turns into spans.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any, Iterable, Mapping
+
+from markupsafe import Markup
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import CudaLexer, PythonLexer
+from pygments.styles import get_style_by_name
+from pygments.token import STANDARD_TYPES, _TokenType
+
+from auditor import arch
+from auditor.model import AuditResult, Gate
+from auditor.render import report
+
+BEFORE = 1
+"""Lines of context shown above a gate."""
+HEAD = 6
+"""Lines of the guarded region shown after the condition."""
+FEATURE_LINES = 4
+"""Features whose lines are shown in the excerpt."""
+STYLE = "vs"
+"""The pygments style of the excerpts: few colours, so runs of equal style merge into few spans."""
+GATE_FIELDS = (
+    "id", "file", "line", "end_line", "kind", "expression", "domain", "admits", "verdicts", "unknowns", "resolved_by",
+    "features", "resolutions", "chain", "body", "context", "findings", "windows", "variants", "guards",
+    "name_implies", "compact",
+)
+"""A gate's row in the page data is a list in this order (names would repeat 20k times)."""
+_JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def windows(gate: Gate) -> list[tuple[int, int]]:
+    """Line ranges a gate's excerpt shows: context, condition, head and end of the region, features."""
+    first, last = gate.body_lines
+    spans = [(gate.line - BEFORE, max(gate.end_line, gate.line))]
+    if last >= first > 0:
+        head_end = min(last, gate.end_line + HEAD)
+        spans.append((first, head_end))
+        if last > head_end:
+            spans.append((last, last + 1))
+        else:
+            spans.append((last + 1, last + 1))
+    else:
+        spans.append((gate.end_line + 1, gate.end_line + BEFORE))
+    spans += [(f.line, f.line) for f in gate.features[:FEATURE_LINES]]
+    return _runs({n for a, b in spans for n in range(max(a, 1), b + 1)})
+
+
+def _runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted runs of consecutive numbers as (first, last)."""
+    out: list[list[int]] = []
+    for n in sorted(numbers):
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return [(a, b) for a, b in out]
+
+
+def needed_lines(result: AuditResult) -> dict[tuple[str, str], set[int]]:
+    """(input, file) -> the line numbers the excerpts show, for the CLI to read."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for g in result.gates:
+        lines = out.setdefault((g.input, g.file), set())
+        for a, b in windows(g):
+            lines.update(range(a, b + 1))
+    return out
+
+
+class _Interner:
+    """Repeated values stored once; rows refer to them by index."""
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.items: list[Any] = []
+
+    def __call__(self, value: Any) -> int:
+        key = json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+        n = self.index.get(key)
+        if n is None:
+            n = self.index[key] = len(self.items)
+            self.items.append(value)
+        return n
+
+
+@cache
+def _by_style() -> dict[_TokenType, str]:
+    """Token type -> one CSS class per distinct look in :data:`STYLE` ('' for unstyled text)."""
+    style = get_style_by_name(STYLE)
+    first: dict[tuple, str] = {}
+    out = {}
+    for token, css in STANDARD_TYPES.items():
+        look = tuple(sorted((k, v) for k, v in style.style_for_token(token).items() if v and "ansi" not in k))
+        out[token] = first.setdefault(look, css) if look else ""
+    return out
+
+
+@cache
+def _short_class(token: _TokenType) -> str:
+    while token not in STANDARD_TYPES:
+        token = token.parent
+    return _by_style()[token]
+
+
+@cache
+def _lexer(language: str) -> Lexer:
+    options = {"stripnl": False, "ensurenl": False}
+    return PythonLexer(**options) if language == "python" else CudaLexer(**options)
+
+
+def _highlight(lines: Mapping[int, str], language: str, classes: _Interner) -> list:
+    """Runs of consecutive lines as ``[first_line, [[class, text, class, text, ...], ...]]``."""
+    out = []
+    for first, last in _runs(lines):
+        text = "\n".join(lines[n].rstrip("\r") for n in range(first, last + 1))
+        rows: list[list] = [[]]
+        for token, value in _lexer(language).get_tokens(text):
+            cls = classes(_short_class(token))
+            for i, piece in enumerate(value.split("\n")):
+                if i:
+                    rows.append([])
+                if piece:
+                    row = rows[-1]
+                    if row and row[-2] == cls:
+                        row[-1] += piece
+                    else:
+                        row += [cls, piece]
+        out.append([first, rows[: last - first + 1]])
+    return out
+
+
+def view(result: AuditResult) -> dict:
+    """The page's data as one JSON-ready dict; repeated strings, sets and facts are interned."""
+    targets = result.targets
+    strings, sets, facts, resolutions, classes = _Interner(), _Interner(), _Interner(), _Interner(), _Interner()
+    classes("")
+    columns = {"target": list(arch.target_order()), "device": list(arch.capabilities())}
+    position = {d: {a: i for i, a in enumerate(cols)} for d, cols in columns.items()}
+    files = _Interner()
+    by_gate = report.findings_by_gate(result)
+    rules = report.rules_of(result)
+    excerpts: Mapping = report.extra(result, "excerpts", {}) or {}
+    findings: list = []
+    gates: list = []
+    for g in result.gates:
+        fs = by_gate.get((g.input, g.id), [])
+        first = len(findings)
+        # A finding: [rule, severity rank, gate index, message, confidence, classification].
+        findings += [[strings(f.rule), report.severity_rank(f.severity), len(gates), strings(f.message),
+                      strings(f.confidence), strings(f.classification)] for f in fs]
+        order = position.get(g.domain, {})
+        row = {  # files are [input, path, package, language]
+            "id": g.id, "file": files([g.input, g.file, g.package or "(root)", g.language]),
+            "line": g.line, "end_line": g.end_line, "kind": strings(g.kind), "expression": strings(g.expression),
+            "domain": 0 if g.domain == "target" else 1, "admits": sets(sorted(order[a] for a in g.admits if a in order)),
+            "verdicts": [0 if arch.admits_target(g.domain, g.admits, t) else 1 for t in targets],
+            "unknowns": [strings(u) for u in g.unknowns], "resolved_by": strings(g.resolved_by),
+            "features": [[strings(f.token), f.line, facts([f.feature, f.min_arch, [list(p) for p in f.on_target], f.notes])]
+                         for f in g.features],
+            "resolutions": [resolutions([r.name, r.file, r.line, r.detail]) for r in g.resolutions],
+            "chain": [strings(c) for c in g.chain], "body": list(g.body_lines), "context": strings(g.context),
+            "findings": list(range(first, len(findings))), "windows": windows(g),
+            "variants": [list(arch.admitting_variants(g.admits, t)) if g.domain == "target" else [] for t in targets],
+            "guards": strings(g.guards), "name_implies": [strings(a) for a in g.name_implies],
+            "compact": strings(arch.compact(g.domain, g.admits)),
+        }
+        gates.append([row[k] for k in GATE_FIELDS])
+    code = {}
+    for n, (inp, path, _, language) in enumerate(files.items):
+        lines = excerpts.get((inp, path))
+        if lines:
+            code[n] = _highlight(lines, language, classes)
+    return {
+        "tool": {"name": "archaudit", "version": result.tool_version},
+        "inputs": [[i.path, i.kind] for i in result.inputs],
+        "targets": [[t.label, t.capability, list(t.variants)] for t in targets],
+        "columns": columns,
+        "emphasis": {d: [i for i, a in enumerate(cols) if _is_target_column(d, a, targets)] for d, cols in columns.items()},
+        "severities": list(report.SEVERITIES),
+        "files": files.items, "strings": strings.items, "sets": sets.items, "facts": facts.items,
+        "resolutions": resolutions.items, "fields": GATE_FIELDS, "gates": gates, "findings": findings, "classes": classes.items,
+        "code": code,
+        "rules": {r.id: {"name": r.name, "severity": r.severity, "rationale": r.rationale,
+                         "remediation": r.remediation, "references": list(r.references)}
+                  for r in sorted(rules.values(), key=lambda r: r.id)},
+    }
+
+
+def _is_target_column(domain: str, column: str, targets) -> bool:
+    if domain == "target":
+        return any(column in t.variants for t in targets)
+    return any(column == t.capability for t in targets)
+
+
+def script_json(data: Any) -> Markup:
+    """JSON safe inside ``<script>``: no ``<``, ``>`` or ``&`` can end the element or open a comment."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for char, escape in _JSON_ESCAPES:
+        text = text.replace(char, escape)
+    return Markup(text)
+
+
+@cache
+def _pygments_css() -> Markup:
+    return Markup(HtmlFormatter(style=STYLE).get_style_defs(".code"))
+
+
+def render(result: AuditResult) -> str:
+    """The report page."""
+    summary = report.summary(result)
+    data = view(result)
+    code = data.pop("code")
+    return report.templates().get_template("report.html.j2").render(
+        result=result, summary=summary, data=script_json(data), code=script_json(code), pygments_css=_pygments_css(),
+        targets=[t.label for t in result.targets], rules=sorted(data["rules"]),
+        rule_ids=sorted({f.rule for f in result.findings} | set(data["rules"])),
+        packages=[p for p, *_ in summary.by_package], severities=report.SEVERITIES,
+        classifications=[c for c, _ in summary.by_classification],
+        domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in ("target", "device")],
+    )

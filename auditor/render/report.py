@@ -1,0 +1,112 @@
+"""What the human reports (HTML, Markdown, terminal) share: templates, rule metadata, counts.
+
+Everything here is a pure function of an :class:`AuditResult`; rule metadata and source
+excerpts arrive through ``AuditResult.extras`` because renderers read no files.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from auditor.model import AuditResult, Finding, Gate
+from auditor.render.json import verdicts
+
+SEVERITIES = ("high", "medium", "low", "info")
+"""Worst first, as reports list them."""
+CLASSIFICATIONS = ("hardware", "conservative", "unknown")
+
+
+@cache
+def templates() -> jinja2.Environment:
+    """The ``auditor.reports`` templates: autoescape for HTML, and no silent blanks."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("auditor.reports", "."),
+        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def extra(result: AuditResult, key: str, default: Any = None) -> Any:
+    """A named addition the CLI (or a later stage) put in ``extras``."""
+    return dict(result.extras).get(key, default)
+
+
+def rules_of(result: AuditResult) -> dict[str, Any]:
+    """Rule metadata by id (objects with ``id name severity message rationale remediation references``)."""
+    return {r.id: r for r in extra(result, "rules", ())}
+
+
+def excludes(gate: Gate, targets) -> bool:
+    """Whether the gate turns at least one requested target away."""
+    return "excludes" in verdicts(gate, targets).values()
+
+
+def findings_by_gate(result: AuditResult) -> dict[tuple[str, str], list[Finding]]:
+    """(input, gate id) -> its findings, worst first."""
+    out: dict[tuple[str, str], list[Finding]] = {}
+    for f in result.findings:
+        out.setdefault((f.input, f.gate), []).append(f)
+    for fs in out.values():
+        fs.sort(key=lambda f: (severity_rank(f.severity), f.rule))
+    return out
+
+
+def severity_rank(severity: str) -> int:
+    """0 for the worst severity; unknown ones last."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
+def classification(findings: list[Finding]) -> str:
+    """A gate's classification as its findings state it ('' when none does)."""
+    return next((f.classification for f in findings if f.classification), "")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The counts every report header shows."""
+
+    gates: int
+    excluding: int
+    findings: int
+    errors: int
+    by_severity: tuple[tuple[str, int], ...]
+    """Findings per severity, worst first (all severities, zeros included)."""
+    by_classification: tuple[tuple[str, int], ...]
+    """Excluding gates per classification of their findings; ``unclassified`` when none says."""
+    by_package: tuple[tuple[str, int, int, int], ...]
+    """(package, gates, excluding gates, findings), most excluding first."""
+
+
+def summary(result: AuditResult) -> Summary:
+    """Counts by severity, classification and package."""
+    by_gate = findings_by_gate(result)
+    severity = Counter(f.severity for f in result.findings)
+    classes: Counter[str] = Counter()
+    packages: dict[str, list[int]] = {}
+    for g in result.gates:
+        row = packages.setdefault(g.package or "(root)", [0, 0, 0])
+        row[0] += 1
+        fs = by_gate.get((g.input, g.id), [])
+        row[2] += len(fs)
+        if excludes(g, result.targets):
+            row[1] += 1
+            classes[classification(fs) or "unclassified"] += 1
+    order = [*CLASSIFICATIONS, "unclassified"]
+    return Summary(
+        gates=len(result.gates),
+        excluding=sum(classes.values()),
+        findings=len(result.findings),
+        errors=len(result.errors),
+        by_severity=tuple((s, severity[s]) for s in SEVERITIES)
+        + tuple(sorted((s, n) for s, n in severity.items() if s not in SEVERITIES)),
+        by_classification=tuple((c, classes[c]) for c in order if classes[c] or c in CLASSIFICATIONS),
+        by_package=tuple(sorted(((p, *v) for p, v in packages.items()), key=lambda r: (-r[2], -r[3], r[0]))),
+    )
