@@ -176,6 +176,8 @@ class Run:
     timed_out: bool
     stdout: bytes = b""
     stderr: bytes = b""
+    valid: bool = True
+    """The output is what the tool writes when it works (set by Tool.check)."""
 
 
 def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Optional[dict] = None) -> Run:
@@ -237,16 +239,25 @@ class Tool:
     command: Callable[[Path], list[str]]
     count: Callable[[Run], Counts]
     ok_codes: tuple[int, ...] = (0,)
+    validate: Optional[Callable[[bytes], bool]] = None
+    """A check of stdout, for tools whose exit code does not tell a crash from a result."""
     env: Optional[dict] = None
     version: str = ""
     unavailable: str = ""
     """Why this tool has no numbers (not installed, flag missing ...)."""
     runs: list[Run] = field(default_factory=list)
+    gave_up: bool = False
+    """Timed out once: not run again."""
     counts: Optional[Counts] = None
     note: str = ""
 
+    def check(self, r: Run) -> Run:
+        """Record whether the output is valid (call before stdout is dropped)."""
+        r.valid = self.validate is None or (not r.timed_out and self.validate(r.stdout))
+        return r
+
     def good(self, r: Run) -> bool:
-        return not r.timed_out and r.rc in self.ok_codes
+        return not r.timed_out and r.rc in self.ok_codes and r.valid
 
 
 def capture(cmd: list[str], timeout: float = 120) -> str:
@@ -352,7 +363,8 @@ def archaudit_tool(base: list[str], jobs: int, extra: list[str], name: str = "ar
         finds="gates with admitted archs (Python + C/CUDA)",
         command=lambda tree: [*base, "scan", str(tree), "--format", "json", "--jobs", str(jobs), *extra],
         count=archaudit_counts,
-        ok_codes=(0, 1),
+        ok_codes=(0,),  # no --fail-on: 1 is a crash, not findings
+        validate=lambda out: out.lstrip().startswith(b"{"),
         version=capture([*base, "--version"]),
     )
 
@@ -480,7 +492,7 @@ def machine_facts() -> dict[str, str]:
     except OSError:
         pass
     commit = capture(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
-    if commit and capture(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"]):
+    if commit and capture(["git", "-C", str(REPO), "status", "--porcelain", "--", "auditor", "rules"]):
         commit += " (+ uncommitted changes)"
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -630,7 +642,7 @@ def main(argv=None) -> int:
         shutil.rmtree(warm_dir, ignore_errors=True)
         warm_dir.mkdir(parents=True)
         log("archaudit warm: priming run")
-        prime = run_once(t.command(tree), args.timeout)
+        prime = t.check(run_once(t.command(tree), args.timeout))
         err = prime.stderr.decode("utf-8", "replace")
         if prime.rc == 2 and "--cache-dir" in err and "unrecognized" in err:
             t.unavailable = "n/a: this archaudit has no --cache-dir"
@@ -646,9 +658,9 @@ def main(argv=None) -> int:
     # Interleave: run 1 of every tool, then run 2 …, so background load hits all alike.
     for i in range(args.runs):
         for t in tools:
-            if t.unavailable:
+            if t.unavailable or t.gave_up:
                 continue
-            r = run_once(t.command(tree), args.timeout, env=t.env)
+            r = t.check(run_once(t.command(tree), args.timeout, env=t.env))
             t.runs.append(r)
             status = "timeout" if r.timed_out else f"rc={r.rc}"
             log(f"run {i + 1}/{args.runs} {t.name}: {r.wall:.2f} s, {r.maxrss_kib / 1024:.0f} MiB, {status}")
@@ -656,30 +668,30 @@ def main(argv=None) -> int:
                 t.counts = t.count(r)
             r.stdout = b""  # keep memory flat; counts come from the first good run
             if r.timed_out:  # don't spend another timeout on it
-                break
+                t.gave_up = True
 
     # Scaling: archaudit cold on ¼, ½ and all of the files.
     scaling: list[list[str]] = []
     cold = next((t for t in tools if t.name == "archaudit cold"), None)
     if cold and not args.no_scaling and not cold.unavailable:
-        full_good = [r for r in cold.runs if cold.good(r)]
         for label, step in (("¼", 4), ("½", 2), ("all", 1)):
             if step == 1:
-                runs, sub_files = full_good, files
+                runs, sub_files = cold.runs, files
             else:
                 sub = subset(tree, files, step, sub_root / f"every-{step}")
                 sub_files = source_files(sub)
                 runs = []
                 for i in range(args.runs):
-                    r = run_once(cold.command(sub), args.timeout)
+                    r = cold.check(run_once(cold.command(sub), args.timeout))
                     log(f"scaling {label} run {i + 1}/{args.runs}: {r.wall:.2f} s, rc={r.rc}")
-                    r.stdout = r.stdout if i == 0 else b""
+                    if not cold.good(r) or any(cold.good(x) for x in runs):
+                        r.stdout = b""  # keep only the first good run's output, for the count
                     runs.append(r)
                     if r.timed_out:
                         break
             good = [r for r in runs if cold.good(r)]
             if not good:
-                status = "timeout" if any(r.timed_out for r in runs) else "error"
+                status = "timeout" if any(r.timed_out for r in runs) else "error" if runs else "–"
                 scaling.append([label, str(len(sub_files)), status, "–", "–", "–", "–"])
                 continue
             wall = median([r.wall for r in good])
