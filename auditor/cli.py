@@ -82,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     _common(scan)
     from auditor import github
 
+    diff = sub.add_parser("diff", help="gates added, removed and changed between two releases or trees")
+    diff.add_argument("old", help="directory, wheel, sdist, name==version or git:[PATH:]REV")
+    diff.add_argument("new", help="likewise, the newer side")
+    _common(diff)
+    pr = sub.add_parser("pr", help="gates a pull request adds or alters, as a PR comment body (markdown)")
+    pr.add_argument("--base", required=True, help="base revision (commit, branch or tag)")
+    pr.add_argument("--head", default="HEAD", help="head revision (default %(default)s)")
+    pr.add_argument("--repo", default=".", help="the git repository (default: the current directory)")
+    _common(pr)
     comment = sub.add_parser("comment", help="create or update the sticky archaudit comment on a pull request")
     github.add_arguments(comment)
     rules = sub.add_parser("rules", help="list the rules, show one, or test every rule's examples")
@@ -353,4 +362,4 @@ def cmd_comment(args) -> int:
     return github.run(args)
 
 
-COMMANDS: dict[str, Callable] = {"scan": cmd_scan, "comment": cmd_comment, "rules": cmd_rules, "explain": cmd_explain}
+COMMANDS: dict[str, Callable] = {"scan": cmd_scan, "diff": cmd_diff, "pr": cmd_pr, "comment": cmd_comment, "rules": cmd_rules, "explain": cmd_explain}

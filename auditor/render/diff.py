@@ -1,0 +1,277 @@
+"""Reports of a :class:`~auditor.diff.DiffResult`: text, JSON, Markdown, HTML and SARIF.
+
+Pure functions ``DiffResult -> str``, registered in :data:`REPORTERS`. A definition change
+(a predicate or derived macro whose meaning changed) is shown once, as the root cause, with
+the call sites through it; the gates it explains are not listed again on their own.
+The Markdown of ``archaudit pr`` (``mode == "pr"``) starts with the sticky-comment marker.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
+
+from auditor import arch
+from auditor.model import AuditResult, Finding, Gate
+from auditor.render import markdown, report
+from auditor.render.json import gate_document
+
+if TYPE_CHECKING:  # the renderers only read the diff's fields
+    from auditor.diff import DefinitionChange, DiffResult, GateChange
+
+SCHEMA = "archaudit-diff/1"
+MARKER = "<!-- archaudit -->"
+"""Hidden marker of the sticky PR comment (``archaudit comment`` finds it again by this)."""
+MARKDOWN_ROWS = 150
+"""Rows per Markdown table; the rest are counted, so a comment stays under GitHub's limit."""
+STATUSES = ("added", "changed", "removed")
+
+
+def _verdict_word(v) -> str:
+    return {"admits": "admits", "excludes": "excludes", "": "—"}[v]
+
+
+def _admits(gate: Optional[Gate]) -> str:
+    return "—" if gate is None else arch.compact(gate.domain, gate.admits)
+
+
+def _where(c: GateChange) -> str:
+    return f"{c.gate.file}:{c.gate.line}"
+
+
+def _worst(findings) -> str:
+    return min((f.severity for f in findings), key=report.severity_rank, default="")
+
+
+def summary(d: DiffResult) -> dict:
+    """Counts the reports lead with."""
+    shown = {s: len(d.by_status(s, explained=True)) for s in STATUSES}
+    return {
+        **shown,
+        "unchanged": d.unchanged,
+        "definitions": len(d.definitions),
+        "newly_excludes": {t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.newly_excludes)
+                           for t in d.targets},
+        "now_admits": {t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.now_admits)
+                       for t in d.targets},
+        "findings": len(d.findings),
+        "errors": len(d.errors),
+    }
+
+
+def _side(inputs) -> str:
+    return ", ".join(f"{i.path} ({i.kind})" for i in inputs) or "nothing"
+
+
+# -- text ----------------------------------------------------------------------------------
+
+
+def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
+    g = c.gate
+    head = f"{indent}{c.status:<8} {_where(c)}  {g.kind}  {g.expression}"
+    if c.how == "rewritten" and c.old is not None:
+        head += f"   (was: {c.old.expression})"
+    out = [head]
+    admits = _admits(c.new) if c.old is None else (
+        _admits(c.old) if c.new is None else f"{_admits(c.old)} -> {_admits(c.new)}")
+    tail = "; ".join(c.delta) or "verdicts unchanged"
+    if g.guards == "reject":
+        tail += "; guards an error path"
+    out.append(f"{indent}         admits {admits}   {tail}")
+    out += [f"{indent}         [{f.severity}] {f.rule}: {f.message}" for f in c.findings]
+    return out
+
+
+def _text_definition(dc: DefinitionChange) -> list[str]:
+    lines = f"{dc.old_line} -> {dc.new_line}" if dc.old_line and dc.new_line else str(dc.new_line or dc.old_line)
+    out = [f"definition changed: {dc.name}  {dc.file}:{lines}"]
+    if dc.old_detail != dc.new_detail and (dc.old_detail or dc.new_detail):
+        out += [f"    before: {dc.old_detail or '(absent)'}", f"    after:  {dc.new_detail or '(absent)'}"]
+    for c in dc.body:
+        before = f"{c.old.expression}  (admits {_admits(c.old)})" if c.old else "(absent)"
+        after = f"{c.new.expression}  (admits {_admits(c.new)})" if c.new else "(absent)"
+        out.append(f"    inside: {before}  ->  {after}" + (f"   {'; '.join(c.delta)}" if c.delta else ""))
+    if dc.call_sites:
+        out.append("    call sites:")
+        for c in dc.call_sites:
+            out += _text_change(c, "      ")
+    else:
+        out.append("    no call site changed")
+    if dc.unchanged_call_sites:
+        out.append(f"    ({dc.unchanged_call_sites} more call site(s) resolve through it and admit the same set)")
+    return out
+
+
+def render_text(d: DiffResult) -> str:
+    """Plain text for people."""
+    s = summary(d)
+    targets = ", ".join(t.label for t in d.targets)
+    out = [f"archaudit {'pr' if d.mode == 'pr' else 'diff'}: {_side(d.old_inputs)} -> {_side(d.new_inputs)}; "
+           f"targets {targets}"]
+    out.append(f"{s['added']} added, {s['changed']} changed, {s['removed']} removed, {s['unchanged']} unchanged; "
+               f"{s['definitions']} definition change(s)")
+    for t in d.targets:
+        if s["newly_excludes"][t.label] or s["now_admits"][t.label]:
+            out.append(f"  {t.label}: {s['newly_excludes'][t.label]} gate(s) newly exclude it, "
+                       f"{s['now_admits'][t.label]} now admit it")
+    for dc in d.definitions:
+        out += [""] + _text_definition(dc)
+    for status in STATUSES:
+        rows = d.by_status(status)
+        if rows:
+            out += ["", f"{status} ({len(rows)}):"]
+            for c in rows:
+                out += _text_change(c)
+    if not d.changes:
+        out += ["", "no architecture gate was added, removed or changed"]
+    for e in d.errors:
+        out.append(f"error: {e.input + ': ' if e.input else ''}{e.file}: {e.reason}")
+    return "\n".join(out) + "\n"
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+
+def _finding_doc(f: Finding) -> dict:
+    return {"rule": f.rule, "severity": f.severity, "gate": f.gate, "file": f.file, "line": f.line,
+            "message": f.message, "confidence": f.confidence, "classification": f.classification}
+
+
+def _change_doc(c: GateChange, targets) -> dict:
+    return {
+        "status": c.status,
+        "how": c.how,
+        "id": c.gate.id,
+        "file": c.gate.file,
+        "line": c.gate.line,
+        "verdicts": {v.target: {"before": v.before or None, "after": v.after or None} for v in c.verdicts},
+        "delta": list(c.delta),
+        "definition": c.definition or None,
+        "causes": list(c.causes),
+        "old": gate_document(c.old, targets) if c.old else None,
+        "new": gate_document(c.new, targets) if c.new else None,
+        "findings": [_finding_doc(f) for f in c.findings],
+    }
+
+
+def _site_doc(c: GateChange) -> dict:
+    return {"status": c.status, "how": c.how, "id": c.gate.id, "file": c.gate.file, "line": c.gate.line,
+            "expression": c.gate.expression, "delta": list(c.delta)}
+
+
+def document(d: DiffResult) -> dict:
+    """The ``archaudit-diff/1`` document."""
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "archaudit", "version": d.tool_version},
+        "mode": d.mode,
+        "targets": [t.label for t in d.targets],
+        "old": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.old_inputs]},
+        "new": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.new_inputs]},
+        "summary": summary(d),
+        "definitions": [{
+            "name": dc.name, "key": dc.key, "file": dc.file, "old_line": dc.old_line or None,
+            "new_line": dc.new_line or None, "old_detail": dc.old_detail, "new_detail": dc.new_detail,
+            "body": [_site_doc(c) for c in dc.body],
+            "call_sites": [_site_doc(c) for c in dc.call_sites],
+            "unchanged_call_sites": dc.unchanged_call_sites,
+        } for dc in d.definitions],
+        "changes": [_change_doc(c, d.targets) for c in d.changes],
+        "findings": [_finding_doc(f) for f in d.findings],
+        "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in d.errors],
+    }
+
+
+def render_json(d: DiffResult) -> str:
+    """Deterministic JSON text."""
+    return json.dumps(document(d), indent=2, ensure_ascii=False) + "\n"
+
+
+# -- Markdown and HTML ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One change as the Markdown and HTML tables show it (raw text; templates escape)."""
+
+    status: str
+    file: str
+    line: int
+    kind: str
+    expression: str
+    was: str
+    admits_before: str
+    admits_after: str
+    verdicts: tuple[tuple[str, str, str], ...]
+    """(target, before, after) words."""
+    delta: str
+    severity: str
+    findings: tuple[tuple[str, str, str], ...]
+    """(severity, rule, message)."""
+    guards: str
+
+
+def _row(c: GateChange) -> Row:
+    return Row(
+        status=c.status, file=c.gate.file, line=c.gate.line, kind=c.gate.kind, expression=c.gate.expression,
+        was=c.old.expression if c.how == "rewritten" and c.old else "",
+        admits_before=_admits(c.old), admits_after=_admits(c.new),
+        verdicts=tuple((v.target, _verdict_word(v.before), _verdict_word(v.after)) for v in c.verdicts),
+        delta="; ".join(c.delta), severity=_worst(c.findings),
+        findings=tuple((f.severity, f.rule, f.message) for f in c.findings), guards=c.gate.guards,
+    )
+
+
+def view(d: DiffResult) -> dict:
+    """The plain view-model the templates receive."""
+    sections = []
+    for status in STATUSES:
+        rows = [_row(c) for c in d.by_status(status)]
+        sections.append({"status": status, "rows": rows[:MARKDOWN_ROWS], "omitted": max(0, len(rows) - MARKDOWN_ROWS)})
+    definitions = [{
+        "name": dc.name, "file": dc.file, "old_line": dc.old_line, "new_line": dc.new_line,
+        "old_detail": dc.old_detail, "new_detail": dc.new_detail,
+        "body": [_row(c) for c in dc.body], "call_sites": [_row(c) for c in dc.call_sites[:MARKDOWN_ROWS]],
+        "omitted": max(0, len(dc.call_sites) - MARKDOWN_ROWS), "unchanged": dc.unchanged_call_sites,
+    } for dc in d.definitions]
+    return {
+        "mode": d.mode, "marker": MARKER, "version": d.tool_version,
+        "targets": [t.label for t in d.targets],
+        "old": [(i.path, i.kind) for i in d.old_inputs], "new": [(i.path, i.kind) for i in d.new_inputs],
+        "summary": summary(d), "sections": sections, "definitions": definitions,
+        "errors": [(e.input, e.file, e.reason) for e in d.errors],
+        "icons": markdown.ICONS,
+    }
+
+
+def render_markdown(d: DiffResult) -> str:
+    """Markdown (a PR comment body in ``pr`` mode: it starts with the sticky marker)."""
+    text = report.templates().get_template("diff.md.j2").render(
+        **view(d), code=markdown.code, plain=markdown.inline)
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+
+
+def render_html(d: DiffResult) -> str:
+    """A self-contained HTML page (autoescaped template)."""
+    return report.templates().get_template("diff.html.j2").render(**view(d))
+
+
+# -- SARIF ---------------------------------------------------------------------------------
+
+
+def render_sarif(d: DiffResult) -> str:
+    """SARIF of the new findings only (those on gates that newly exclude a target)."""
+    from auditor.render import sarif
+
+    gates = tuple(c.new for c in d.changes if c.new is not None and c.newly_excludes)
+    result = AuditResult(tool_version=d.tool_version, targets=d.targets, inputs=d.new_inputs, gates=gates,
+                         findings=d.findings, extras=d.extras)
+    return sarif.render(result)
+
+
+REPORTERS: dict[str, Callable[[DiffResult], str]] = {
+    "text": render_text, "json": render_json, "markdown": render_markdown, "html": render_html,
+    "sarif": render_sarif,
+}
+"""Format name -> renderer."""
