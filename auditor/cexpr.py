@@ -20,7 +20,7 @@ MASK = (1 << 64) - 1
 _TOKEN = re.compile(
     r"""\s*(?:
       (?P<num>(?:0[xX][0-9a-fA-F']+|0[bB][01']+|\d[0-9']*)[uUlL]*)
-    | (?P<chr>L?'(?:\\.|[^'\\])+')
+    | (?P<chr>(?:u8|[LuU])?'(?:\\.|[^'\\])+')
     | (?P<id>[A-Za-z_]\w*)
     | (?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%<>&|^!~?:(),])
     )""",
@@ -82,17 +82,54 @@ def _number(tok: str) -> Node:
     return ("num", value, unsigned or value > (MASK >> 1))
 
 
+_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "\\": 92, "'": 39, '"': 34, "?": 63, "a": 7, "b": 8, "f": 12, "v": 11,
+                   "e": 27, "E": 27}
+_CHAR_TYPES = {"": (8, True), "u8": (8, True), "L": (32, True), "u": (16, False), "U": (32, False)}
+"""Prefix -> (bits, signed) as g++ on Linux x86-64: ``char`` is signed, ``wchar_t`` a signed int."""
+
+
 def _char(tok: str) -> Node:
-    body = tok[tok.index("'") + 1 : -1]
-    escapes = {"n": 10, "t": 9, "r": 13, "0": 0, "\\": 92, "'": 39, '"': 34, "a": 7, "b": 8, "f": 12, "v": 11}
-    if body.startswith("\\"):
-        value = escapes.get(body[1:], None)
-        if value is None:
+    """A character constant's value as GCC computes it in ``#if`` (escapes, multi-character)."""
+    quote = tok.index("'")
+    prefix, body = tok[:quote], tok[quote + 1 : -1]
+    width, signed = _CHAR_TYPES[prefix]
+    units: list[int] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            units.extend(c.encode("utf-8") if width == 8 else [ord(c)])
+            i += 1
+            continue
+        e = body[i + 1 : i + 2]
+        if e in _SIMPLE_ESCAPES:
+            units.append(_SIMPLE_ESCAPES[e])
+            i += 2
+        elif e and e in "01234567":
+            digits = re.match(r"[0-7]{1,3}", body[i + 1 :]).group()  # type: ignore[union-attr]
+            units.append(int(digits, 8))
+            i += 1 + len(digits)
+        elif e == "x" and re.match(r"[0-9a-fA-F]", body[i + 2 :]):
+            digits = re.match(r"[0-9a-fA-F]+", body[i + 2 :]).group()  # type: ignore[union-attr]
+            units.append(int(digits, 16))
+            i += 2 + len(digits)
+        elif e in ("u", "U") and re.fullmatch(r"[0-9a-fA-F]{%d}" % (4 if e == "u" else 8), body[i + 2 : i + (6 if e == "u" else 10)]):
+            point = int(body[i + 2 : i + (6 if e == "u" else 10)], 16)
+            units.extend(chr(point).encode("utf-8") if width == 8 and point < 0x110000 else [point])
+            i += 6 if e == "u" else 10
+        else:
             raise ConditionError(f"unsupported character constant {tok}")
-    elif len(body) == 1:
-        value = ord(body)
+    if not units:
+        raise ConditionError(f"empty character constant {tok}")
+    if width == 8 and len(units) > 1:
+        width, value = 32, 0  # a multi-character constant is an int: the last four bytes
+        for u in units:
+            value = (value << 8) | (u & 0xFF)
     else:
-        raise ConditionError(f"multi-character constant {tok}")
+        value = units[-1]
+    value &= (1 << width) - 1
+    if signed and value >> (width - 1):
+        value -= 1 << width
     return ("num", value, False)
 
 
@@ -117,16 +154,30 @@ class _Parser:
     def parse(self) -> Node:
         if not self.toks:
             raise ConditionError("empty condition")
-        node = self.ternary()
+        node = self.expression()
         if self.peek()[0] != "end":
             raise ConditionError(f"unexpected {self.peek()[1]!r}")
+        return node
+
+    def expression(self) -> Node:
+        return self.commas(self.ternary())
+
+    def commas(self, node: Node) -> Node:
+        """The comma operator (GCC accepts it in ``#if``): the value of the last operand.
+
+        Called with the first operand already parsed, so that each level of parentheses
+        costs no more Python frames than before (4,000 levels stay within the limit).
+        """
+        while self.peek() == ("op", ","):
+            self.take()
+            node = ("bin", ",", node, self.ternary())
         return node
 
     def ternary(self) -> Node:
         cond = self.binary(1)
         if self.peek() == ("op", "?"):
             self.take()
-            a = self.ternary()
+            a = self.commas(self.ternary())
             self.take(":")
             b = self.ternary()
             return ("cond", cond, a, b)
@@ -160,7 +211,7 @@ class _Parser:
         if kind == "chr":
             return _char(tok)
         if kind == "op" and tok == "(":
-            node = self.ternary()
+            node = self.commas(self.ternary())
             self.take(")")
             return node
         if kind == "id":
@@ -270,6 +321,20 @@ def _mk(value: int, unsigned: bool) -> tuple[int, bool]:
 
 def evaluate(node: Node, env: Env) -> Value:
     """Evaluate with C preprocessor semantics; ``None`` where unknown identifiers decide."""
+    import sys
+
+    limit = sys.getrecursionlimit()
+    try:
+        if limit < 20000:
+            sys.setrecursionlimit(20000)  # as deep as :func:`parse` accepts
+        return _evaluate(node, env)
+    except RecursionError:
+        raise ConditionError("condition nested too deeply") from None
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _evaluate(node: Node, env: Env) -> Value:
     tag = node[0]
     if tag == "num":
         return _mk(node[1], node[2])
@@ -281,40 +346,110 @@ def evaluate(node: Node, env: Env) -> Value:
     if tag == "call":
         return env.call(node[1], node[2])
     if tag == "un":
-        x = evaluate(node[2], env)
-        if x is None:
-            return None
-        op, (v, u) = node[1], x
-        if op == "!":
-            return (int(v == 0), False)
-        if op == "~":
-            return _mk(~v, u)
-        if op == "-":
-            return _mk(-v, u)
+        # Chains of prefix operators (10,000 `!`) are walked, not recursed.
+        ops = []
+        while node[0] == "un":
+            ops.append(node[1])
+            node = node[2]
+        x = _evaluate(node, env)
+        for op in reversed(ops):
+            if x is None:
+                return None
+            v, u = x
+            if op == "!":
+                x = (int(v == 0), False)
+            elif op == "~":
+                x = _mk(~v, u)
+            elif op == "-":
+                x = _mk(-v, u)
         return x
     if tag == "cond":
-        c = _bool(evaluate(node[1], env))
+        # The result has the common type of both arms (unsigned if either is), as in GCC,
+        # although only one arm is evaluated: `(1 ? -1 : 0u) > 0` is true.
+        c = _bool(_evaluate(node[1], env))
         if c is not None:
-            return evaluate(node[2] if c else node[3], env)
-        a, b = evaluate(node[2], env), evaluate(node[3], env)
-        return a if a is not None and a == b else None
-    op = node[1]
+            v = _evaluate(node[2] if c else node[3], env)
+            if v is not None and not v[1] and _unsigned_type(node[3] if c else node[2], env):
+                v = _mk(v[0], True)
+            return v
+        a, b = _evaluate(node[2], env), _evaluate(node[3], env)
+        if a is None or b is None:
+            return None
+        if a[1] or b[1]:
+            a, b = _mk(a[0], True), _mk(b[0], True)
+        return a if a == b else None
+    leaf, spine = _left_spine(node)
+    acc = _evaluate(leaf, env)
+    for n in spine:
+        acc = _binary(n[1], acc, n[3], env)
+    return acc
+
+
+def _left_spine(node: Node) -> tuple[Node, list[Node]]:
+    """The parser builds ``a || b || c ...`` left-deep: its leftmost operand and the binary
+    nodes above it, innermost first, to walk instead of recursing 50,000 levels down."""
+    spine = []
+    while node[0] == "bin":
+        spine.append(node)
+        node = node[2]
+    return node, spine[::-1]
+
+
+_INT_RESULT = frozenset({"&&", "||", "<", ">", "<=", ">=", "==", "!="})
+
+
+def _unsigned_type(node: Node, env: Env) -> Optional[bool]:
+    """Whether an expression has an unsigned type, without evaluating it (None: not known)."""
+    tag = node[0]
+    if tag == "num":
+        return node[2]
+    if tag == "defined":
+        return False
+    if tag in ("id", "call"):
+        v = env.value(node[1]) if tag == "id" else env.call(node[1], node[2])
+        return None if v is None else v[1]
+    if tag == "un":
+        return False if node[1] == "!" else _unsigned_type(node[2], env)
+    if tag == "cond":
+        return _either(_unsigned_type(node[2], env), _unsigned_type(node[3], env))
+    leaf, spine = _left_spine(node)
+    acc = _unsigned_type(leaf, env)
+    for n in spine:
+        op = n[1]
+        if op in _INT_RESULT:
+            acc = False
+        elif op == ",":
+            acc = _unsigned_type(n[3], env)
+        elif op not in ("<<", ">>"):  # a shift has its left operand's type
+            acc = _either(acc, _unsigned_type(n[3], env))
+    return acc
+
+
+def _either(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
+    if a or b:
+        return True
+    return None if a is None or b is None else False
+
+
+def _binary(op: str, a: Value, right: Node, env: Env) -> Value:
+    """``a op right`` where the left operand is already evaluated (short-circuit kept)."""
+    if op == ",":
+        return _evaluate(right, env)
     if op in ("&&", "||"):
-        left = _bool(evaluate(node[2], env))
+        left = _bool(a)
         if op == "&&" and left is False:
             return (0, False)
         if op == "||" and left is True:
             return (1, False)
-        right = _bool(evaluate(node[3], env))
+        rb = _bool(_evaluate(right, env))
         if op == "&&":
-            if right is False:
+            if rb is False:
                 return (0, False)
-            return None if left is None or right is None else (1, False)
-        if right is True:
+            return None if left is None or rb is None else (1, False)
+        if rb is True:
             return (1, False)
-        return None if left is None or right is None else (0, False)
-    a = evaluate(node[2], env)
-    b = evaluate(node[3], env)
+        return None if left is None or rb is None else (0, False)
+    b = _evaluate(right, env)
     if op == "*" and ((a is not None and a[0] == 0) or (b is not None and b[0] == 0)):
         return (0, bool((a and a[1]) or (b and b[1])))
     if a is None or b is None:
@@ -325,10 +460,14 @@ def evaluate(node: Node, env: Env) -> Value:
 def _arith(op: str, a: tuple[int, bool], b: tuple[int, bool]) -> tuple[int, bool]:
     unsigned = a[1] or b[1]
     if op in ("<<", ">>"):
-        unsigned = a[1]  # shifts take the left operand's type
+        # GCC's rules: the left operand's type; a negative count shifts the other way; a count
+        # of 64 or more leaves 0 (or -1 for a negative signed value shifted right).
+        unsigned = a[1]
         x, n = (a[0] & MASK if a[1] else a[0]), b[0] if not b[1] else b[0] & MASK
-        if n < 0 or n >= 64:
-            raise ConditionError("shift count out of range")
+        if n < 0:
+            op, n = (">>" if op == "<<" else "<<"), -n
+        if n >= 64:
+            return _mk(-1 if op == ">>" and x < 0 else 0, unsigned)
         return _mk(x << n if op == "<<" else x >> n, unsigned)
     x = a[0] & MASK if unsigned else a[0]
     y = b[0] & MASK if unsigned else b[0]

@@ -103,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(line: str) -> None:
+    """One line on stderr, control characters escaped: paths and reasons come from the scanned code."""
+    from auditor.render.text import printable
+
+    print(printable(line), file=sys.stderr)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
@@ -113,7 +120,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except (UsageError, InputError, ValueError) as exc:
-        print(f"archaudit: error: {exc}", file=sys.stderr)
+        _say(f"archaudit: error: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("archaudit: interrupted", file=sys.stderr)
@@ -253,7 +260,7 @@ def cmd_scan(args) -> int:
     options = _options(args)
     result = with_progress(audit, args.inputs, options)
     for e in result.errors:
-        print(f"archaudit: {e.input + ': ' if e.input else ''}{e.file}: {e.reason}", file=sys.stderr)
+        _say(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}")
     write_baseline(result, args)
     emit(result, args)
     return exit_code(result, args.fail_on)
@@ -338,7 +345,7 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
     options = _options(args)
     old, new = (audit([spec], options) for spec in (old_spec, new_spec))
     for e in old.errors + new.errors:
-        print(f"archaudit: {e.input + ': ' if e.input else ''}{e.file}: {e.reason}", file=sys.stderr)
+        _say(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}")
     result = replace(diff.compare(old, new, options.targets, mode), extras=(("rules", options.rules or ()),))
     outputs = [(out, FORMAT_BY_SUFFIX.get(Path(out).suffix.lower())) for out in args.output]
     for out, fmt in outputs:

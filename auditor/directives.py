@@ -8,6 +8,7 @@ Continuation lines and comments inside the directive are handled here.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -30,13 +31,34 @@ class Directive:
     end_line: int
 
 
-def _opens_code(text: str, pos: int) -> bool:
-    """Whether ``pos`` on its line is in code, not in a ``//`` comment or a string literal."""
-    prefix = text[text.rfind("\n", 0, pos) + 1 : pos]
-    if "//" in prefix:
-        return False
-    quotes = len(re.findall(r'(?<!\\)"', prefix)) - prefix.count("'\"'")
-    return quotes % 2 == 0
+_QUOTE = re.compile(r'(?<!\\)"')
+
+
+class _OpensCode:
+    """Whether ``pos`` on its line is in code, not in a ``//`` comment or a string literal.
+
+    Called with increasing positions; each line is read once, so a 1 MB line holding
+    100,000 candidates costs one pass, not one pass per candidate.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.start = self.end = self.upto = -1  # current line [start, end); counted up to `upto`
+        self.quotes = 0
+        self.comment = False
+
+    def __call__(self, pos: int) -> bool:
+        text = self.text
+        if not self.start <= pos <= self.end or pos < self.upto:
+            self.start = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            self.end = len(text) if end == -1 else end
+            self.upto, self.quotes, self.comment = self.start, 0, False
+        if not self.comment:
+            self.comment = text.find("//", max(self.start, self.upto - 1), pos) != -1
+            self.quotes += len(_QUOTE.findall(text, self.upto, pos)) - text.count("'\"'", self.upto, pos)
+        self.upto = pos
+        return not self.comment and self.quotes % 2 == 0
 
 
 def _hidden_spans(text: str) -> list[tuple[int, int]]:
@@ -47,11 +69,12 @@ def _hidden_spans(text: str) -> list[tuple[int, int]]:
     """
     spans: list[tuple[int, int]] = []
     pos = 0
+    opens_code = _OpensCode(text)
     while True:
         start = text.find("/*", pos)
         if start == -1:
             break
-        if spans and start < spans[-1][1] or not _opens_code(text, start):
+        if spans and start < spans[-1][1] or not opens_code(start):
             pos = start + 2
             continue
         end = text.find("*/", start + 2)
@@ -59,11 +82,19 @@ def _hidden_spans(text: str) -> list[tuple[int, int]]:
         spans.append((start, end))
         pos = end
     if 'R"' in text:
+        comments = [a for a, _ in spans]
+        raw: list[tuple[int, int]] = []
+        opens_code = _OpensCode(text)
         for m in _RAW_STRING.finditer(text):
-            if _opens_code(text, m.start()) and not any(a <= m.start() < b for a, b in spans):
-                close = text.find(")" + m.group(1) + '"', m.end())
-                spans.append((m.start(), len(text) if close == -1 else close + len(m.group(1)) + 2))
-        spans.sort()
+            s = m.start()
+            if raw and s < raw[-1][1]:
+                continue  # inside the previous raw string
+            c = bisect.bisect_right(comments, s) - 1
+            if (c >= 0 and s < spans[c][1]) or not opens_code(s):
+                continue
+            close = text.find(")" + m.group(1) + '"', m.end())
+            raw.append((s, len(text) if close == -1 else close + len(m.group(1)) + 2))
+        spans = sorted(spans + raw)
     return spans
 
 
@@ -76,16 +107,23 @@ def scan(text: str) -> list[Directive]:
     out: list[Directive] = []
     h = 0
     line, pos = 1, 0
+    start, prev, last_end = 0, 0, -1
     for m in matches:
-        start = text.rfind("\n", 0, m.start()) + 1
-        if text[start : m.start()].strip(" \t"):
+        # Line start found incrementally: a 1 MB line of '#if' tokens stays one pass.
+        nl = text.rfind("\n", prev, m.start())
+        same_line = nl == -1 and prev > 0
+        start = nl + 1 if nl != -1 else start
+        prev = m.start()
+        if same_line or text[start : m.start()].strip(" \t"):
             continue  # '#' not at the start of its line (a string, a stringizing operator)
+        if start < last_end:
+            continue  # a continuation line of the previous directive, not a directive
         while h < len(hidden) and hidden[h][1] <= start:
             h += 1
         hash_at = m.start()
         if h < len(hidden) and hidden[h][0] <= hash_at < hidden[h][1]:
             continue
-        end = _logical_end(text, m.end(), hidden, h)
+        end = last_end = _logical_end(text, m.end(), hidden, h)
         line += text.count("\n", pos, start)
         pos = start
         body = text[m.end() : end]

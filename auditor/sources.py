@@ -34,6 +34,8 @@ ship .so files of hundreds of MB."""
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$", re.I)
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
 """Total uncompressed bytes read from one archive before it is refused as a bomb."""
+MAX_ARCHIVE_MEMBERS = 100_000
+"""Members read from one tar archive: each costs ~0.15 ms in tarfile, and 100,000 empty ones fit in 0.5 MB."""
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
 
 Item = Union[SourceFile, FileError]
@@ -158,7 +160,13 @@ class DirectoryProvider(Provider):
             if st.st_size > cap:
                 return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)
             with open(full, "rb") as fh:
-                data = fh.read()
+                # Sized by stat (a read(n) allocates n up front), but stat can lie (/proc, a
+                # file still growing): whatever follows is read up to the cap.
+                data = fh.read(st.st_size + 1)
+                if len(data) > st.st_size:
+                    data += fh.read(cap + 1 - len(data))
+            if len(data) > cap:
+                return FileError(rel, f"file too large (more than {cap} bytes)", self.spec)
         except OSError as exc:
             reason = "symlink loop" if exc.errno == 40 else (exc.strerror or str(exc)).lower()
             return FileError(rel, reason, self.spec)
@@ -209,12 +217,12 @@ class ZipProvider(Provider):
                     yield FileError(path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (zip bomb?)", self.spec)
                     return
                 try:
-                    with zf.open(info) as fh:
-                        data = fh.read(max_bytes(path) + 1)
+                    with zf.open(info) as fh:  # inflates at most what the header declares
+                        data = fh.read(info.file_size + 1)
                 except Exception as exc:  # zipfile raises many kinds on corrupt members
                     yield FileError(path, f"corrupt archive member ({_reason(exc)})", self.spec)
                     continue
-                if len(data) > max_bytes(path):
+                if len(data) > info.file_size:
                     yield FileError(path, "member expands past its declared size (zip bomb?)", self.spec)
                     continue
                 item = _make(path, data, self.spec)
@@ -230,45 +238,78 @@ class TarProvider(Provider):
     def collect(self) -> Iterator[Item]:
         try:
             tf = tarfile.open(self.location, "r:*")
-            members = tf.getmembers()
-        except (OSError, tarfile.TarError, EOFError, ValueError) as exc:
+        except (OSError, tarfile.TarError, EOFError, ValueError, zlib.error) as exc:
             raise InputError(f"{self.spec}: not a readable tar archive ({_reason(exc)})") from None
-        tops = {m.name.replace("\\", "/").lstrip("./").split("/", 1)[0] for m in members if m.name.strip("./")}
-        strip = len(tops) == 1 and any(m.isdir() or "/" in m.name for m in members)
-        total = 0
+        # One pass in archive order, reading each member where the stream already is: reading
+        # in name order made a compressed stream rewind and re-inflate per member (quadratic).
+        read: list[tuple[str, tarfile.TarInfo, Union[bytes, str]]] = []  # (name, member, data or reason)
+        tops: set[str] = set()  # first path parts, and whether any member sits in a folder
+        nested = False
+        count = total = 0
+        stop: Optional[tuple[str, str]] = None  # (member, reason) where reading stopped
         with tf:
-            for m in sorted(members, key=lambda m: m.name):
+            while True:
+                try:
+                    m = tf.next()
+                except (OSError, tarfile.TarError, EOFError, ValueError, zlib.error) as exc:
+                    if not count:
+                        raise InputError(f"{self.spec}: not a readable tar archive ({_reason(exc)})") from None
+                    stop = ("", f"archive truncated or corrupt after {count} members ({_reason(exc)}); rest not read")
+                    break
+                if m is None:
+                    break
+                count += 1
+                tf.members.clear()  # tarfile keeps every header otherwise (a header bomb)
                 path = _safe_member(m.name)
-                if path is None:
-                    yield FileError(m.name, "unsafe archive path (absolute or '..'), skipped", self.spec)
+                if path:  # a refused member (absolute, '..') does not decide the top folder
+                    tops.add(path.split("/", 1)[0])
+                    nested = nested or m.isdir() or "/" in path
+                if count > MAX_ARCHIVE_MEMBERS:
+                    stop = (m.name, f"archive has more than {MAX_ARCHIVE_MEMBERS} members; rest not read (tar bomb?)")
+                    break
+                if path is not None and not wanted(path):
                     continue
-                if strip:
-                    path = path.split("/", 1)[1] if "/" in path else ""
-                if not path or m.isdir():
-                    continue
-                if not wanted(path) or not self.filters.accepts(path):
-                    continue
-                if m.issym() or m.islnk():
-                    yield FileError(path, f"link in archive (to {m.linkname!r}), not followed", self.spec)
-                    continue
-                if not m.isfile():
-                    continue
-                if m.size > max_bytes(path):
-                    yield FileError(path, f"member too large ({m.size} bytes > {max_bytes(path)})", self.spec)
+                if path is None or not m.isfile() or m.size > max_bytes(path):
+                    read.append((m.name, m, b""))  # reported (or skipped) below, once the paths are known
                     continue
                 total += m.size
                 if total > MAX_ARCHIVE_BYTES:
-                    yield FileError(path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (tar bomb?)", self.spec)
-                    return
+                    stop = (m.name, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (tar bomb?)")
+                    break
                 try:
                     fh = tf.extractfile(m)
-                    data = fh.read() if fh else b""
+                    data: Union[bytes, str] = fh.read() if fh else b""
                 except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
-                    yield FileError(path, f"corrupt archive member ({_reason(exc)})", self.spec)
-                    continue
-                item = _make(path, data, self.spec)
-                if item is not None:
-                    yield item
+                    data = f"corrupt archive member ({_reason(exc)})"
+                read.append((m.name, m, data))
+        strip = len(tops) == 1 and nested
+        for name, m, data in sorted(read, key=lambda r: r[0]):
+            path = _safe_member(name)
+            if path is None:
+                yield FileError(name, "unsafe archive path (absolute or '..'), skipped", self.spec)
+                continue
+            if strip:
+                path = path.split("/", 1)[1] if "/" in path else ""
+            if not path or m.isdir():
+                continue
+            if not wanted(path) or not self.filters.accepts(path):
+                continue
+            if m.issym() or m.islnk():
+                yield FileError(path, f"link in archive (to {m.linkname!r}), not followed", self.spec)
+                continue
+            if not m.isfile():
+                continue
+            if m.size > max_bytes(path):
+                yield FileError(path, f"member too large ({m.size} bytes > {max_bytes(path)})", self.spec)
+                continue
+            if isinstance(data, str):
+                yield FileError(path, data, self.spec)
+                continue
+            item = _make(path, data, self.spec)
+            if item is not None:
+                yield item
+        if stop:
+            yield FileError(stop[0], stop[1], self.spec)
 
 
 class InstalledProvider(Provider):

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from itertools import groupby
 
 from auditor import arch
 from auditor.model import AuditResult
 from auditor.render.json import extra, verdicts
+
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\x1b``, ``\\u202e``).
+
+    Paths, conditions and messages come from the scanned code: an ESC sequence or a bidi
+    override in a file name must reach the terminal as text, not act on it.
+    """
+    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def binaries_section(result: AuditResult) -> list[str]:
@@ -59,7 +72,7 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
         lines.append("")
     lines += binaries_section(result)
     for e in result.errors:
-        lines.append(f"error: {e.file}: {e.reason}")
+        lines.append(f"error: {e.file + ': ' if e.file else ''}{e.reason}")
     excluding = sum(1 for g in result.gates if "excludes" in verdicts(g, targets).values())
     severities = Counter(f.severity for f in result.findings)
     by_severity = ", ".join(f"{severities[s]} {s}" for s in ("high", "medium", "low", "info") if severities[s])
@@ -67,4 +80,4 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
         f"{len(result.gates)} gates, {excluding} exclude {'/'.join(t.label for t in targets)}, "
         f"{len(result.findings)} findings{f' ({by_severity})' if by_severity else ''}, {len(result.errors)} errors"
     )
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(printable, lines)) + "\n"
