@@ -649,7 +649,8 @@ def main(argv=None) -> int:
         elif not t.good(prime):
             t.unavailable = "n/a: priming run " + ("timed out" if prime.timed_out else f"failed (rc={prime.rc})")
         else:
-            written = [p for p in warm_dir.rglob("*") if p.is_file() and "downloads" not in p.relative_to(warm_dir).parts]
+            # A directory input downloads nothing: whatever appeared is the result cache.
+            written = [p for p in warm_dir.rglob("*") if p.is_file()]
             if not written:
                 t.note = "n/a in effect: no result cache was written, so warm = cold"
             else:
