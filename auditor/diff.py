@@ -9,7 +9,8 @@ aligned (as ``diff`` aligns lines), so a gate that merely moved, or an identical
 inserted before its twin, is matched correctly; keys left over on both sides are then
 paired wherever they sit in the file (code moved past other gates). A condition edited in
 place — the leftovers of one kind and context between the same matched neighbours, or in
-the same named function — is a *rewritten* gate rather than one removed and one added.
+the same named function; where their counts differ, those that stayed where they were and
+read alike — is a *rewritten* gate rather than one removed and one added.
 
 A gate whose condition is unchanged can still admit a different set because a definition
 it resolves through changed: a Python predicate whose body conditions changed, or a
@@ -31,6 +32,9 @@ from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo
 SCHEMA = "archaudit-diff/1"
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 ADMITS, EXCLUDES = "admits", "excludes"
+REWRITE_SIMILARITY = 0.5
+"""How alike (difflib ratio of the normalised conditions) an old and a new gate must be to be
+taken for one condition edited in place, where the counts around it differ."""
 _VERSIONED_TOP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*-v?\d[A-Za-z0-9_.+!-]*$")
 _WHEEL_DATA = re.compile(r"^[^/]+-[^/]+\.data/(?:purelib|platlib|headers|scripts|data)/")
 
@@ -120,6 +124,8 @@ class DefinitionChange:
     """Where it is defined after the change (before, when it is gone)."""
     old_line: int
     new_line: int
+    old_file: str = ""
+    """Set when the name resolved to a definition in another file before (a macro defined twice)."""
     old_detail: str = ""
     """The definition as the scan recorded it (a macro's defining condition, a ``def`` line)."""
     new_detail: str = ""
@@ -233,15 +239,23 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
     pairs: list[tuple[Gate, Gate, str]] = []
     left_old: list[tuple[Gate, int]] = []
     left_new: list[tuple[Gate, int]] = []
-    block = 0
+    shift: dict[int, int] = {}
+    """Per unaligned block: how far its matched neighbour above moved (lines)."""
     for path in sorted(set(old.by_file) | set(new.by_file)):
         a, b = old.by_file.get(path, []), new.by_file.get(path, [])
         ka, kb = [old.key(g) for g in a], [new.key(g) for g in b]
-        for op, i1, i2, j1, j2 in SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
+        if ka == kb:
+            opcodes = [("equal", 0, len(a), 0, len(b))]
+        elif not a or not b:
+            opcodes = [("replace", 0, len(a), 0, len(b))]
+        else:
+            opcodes = SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes()
+        for op, i1, i2, j1, j2 in opcodes:
             if op == "equal":
                 pairs += [(a[i], b[j], "") for i, j in zip(range(i1, i2), range(j1, j2))]
             else:
-                block += 1
+                block = len(shift) + 1
+                shift[block] = b[j1 - 1].line - a[i1 - 1].line if i1 and j1 else 0
                 left_old += [(g, block) for g in a[i1:i2]]
                 left_new += [(g, block) for g in b[j1:j2]]
     # Moved: the same key elsewhere in the file.
@@ -256,26 +270,51 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
         else:
             unmatched_new.append((g, blk))
     unmatched_old = [item for queue in waiting.values() for item in queue]
+
     # Rewritten: one kind and context, between the same neighbours or in the same named function.
     def group(side: _Side, g: Gate, blk: int) -> tuple:
         return (side.path[g.id], g.kind, g.context, 0 if g.context else blk)
 
-    olds: dict[tuple, list[Gate]] = defaultdict(list)
-    news: dict[tuple, list[Gate]] = defaultdict(list)
+    olds: dict[tuple, list[tuple[Gate, int]]] = defaultdict(list)
+    news: dict[tuple, list[tuple[Gate, int]]] = defaultdict(list)
     for g, blk in sorted(unmatched_old, key=lambda item: item[0].line):
-        olds[group(old, g, blk)].append(g)
+        olds[group(old, g, blk)].append((g, blk))
     for g, blk in unmatched_new:
-        news[group(new, g, blk)].append(g)
+        news[group(new, g, blk)].append((g, blk))
     removed: list[Gate] = []
     added: list[Gate] = []
     for k in set(olds) | set(news):
         o, n = olds.get(k, []), news.get(k, [])
         if o and len(o) == len(n):
-            pairs += [(x, y, "rewritten") for x, y in zip(o, n)]
-        else:
-            removed += o
-            added += n
+            pairs += [(x, y, "rewritten") for (x, _), (y, _) in zip(o, n)]
+            continue
+        done = _edited_in_place(o, n, shift)
+        pairs += [(x, y, "rewritten") for x, y in done]
+        removed += [x for x, _ in o if all(x is not p for p, _ in done)]
+        added += [y for y, _ in n if all(y is not q for _, q in done)]
     return pairs, removed, added
+
+
+def _edited_in_place(old: list[tuple[Gate, int]], new: list[tuple[Gate, int]],
+                     shift: dict[int, int]) -> list[tuple[Gate, Gate]]:
+    """Where the counts differ (a gate edited and another added beside it): pair the gates that
+    stayed where they were, relative to the matched neighbour above, and read alike (at least
+    :data:`REWRITE_SIMILARITY`); nearest first, then most alike."""
+    scored = []
+    for i, (x, _) in enumerate(old):
+        for j, (y, blk) in enumerate(new):
+            alike = SequenceMatcher(None, fingerprint.normalise(x.expression), fingerprint.normalise(y.expression)).ratio()
+            if alike >= REWRITE_SIMILARITY:
+                scored.append((abs(y.line - x.line - shift.get(blk, 0)), -alike, i, j))
+    used_old: set[int] = set()
+    used_new: set[int] = set()
+    out = []
+    for _, _, i, j in sorted(scored):
+        if i not in used_old and j not in used_new:
+            used_old.add(i)
+            used_new.add(j)
+            out.append((old[i][0], new[j][0]))
+    return out
 
 
 def _change(status: str, old: Optional[Gate], new: Optional[Gate], how: str, targets, sides) -> GateChange:
@@ -290,6 +329,11 @@ def _change(status: str, old: Optional[Gate], new: Optional[Gate], how: str, tar
 def _meaningful(c: GateChange) -> bool:
     """A change that alters what a definition admits (not a rewording with the same set)."""
     return not (c.old is not None and c.new is not None and set(c.old.admits) == set(c.new.admits))
+
+
+def _present(side: _Side, key: tuple[str, str], owner) -> bool:
+    """Whether a definition exists on a side: something resolves through it, or a gate sits in it."""
+    return key in side.defined or any(owner(side, g) == key for g in side.by_file.get(key[1], ()))
 
 
 def _definitions(changes: list[GateChange], old: _Side, new: _Side,
@@ -325,12 +369,27 @@ def _definitions(changes: list[GateChange], old: _Side, new: _Side,
         where = owner(new, c.new) or owner(old, c.old)
         if where is not None:
             body[where].append(i)
-    changed = {k for k, idx in body.items() if any(_meaningful(changes[i]) for i in idx)}
-    shifted = set().union(*(through(old, c.old) & through(new, c.new) for c in changes if c.how == ADMITS))
-    for k in shifted & names:
-        a, b = old.defined.get(k), new.defined.get(k)
-        if a and b and a[1] != b[1]:
-            changed.add(k)
+    # A definition present on one side only is new or gone, not changed: its call sites are
+    # added or removed gates in their own right.
+    changed = {k for k, idx in body.items()
+               if any(_meaningful(changes[i]) for i in idx) and _present(old, k, owner) and _present(new, k, owner)}
+    # A call site whose condition is unchanged but whose set moved: a definition it goes
+    # through now reads differently, or the name now resolves to another definition.
+    elsewhere: dict[tuple[str, str], tuple[int, str, str]] = {}
+    for c in changes:
+        if c.how != ADMITS:
+            continue
+        before = {r.name: r for r in c.old.resolutions} if c.old else {}
+        for r in c.new.resolutions if c.new else ():
+            was = before.get(r.name)
+            k = (r.name, new.match(r.file))
+            if was is None or (was.file, was.line, was.detail) == (r.file, r.line, r.detail):
+                continue
+            if old.match(was.file) != k[1]:
+                elsewhere[k] = (was.line, was.detail, was.file)
+                changed.add(k)
+            elif was.detail != r.detail:
+                changed.add(k)
     if not changed:
         return changes, []
     label = {k: f"{k[0]}@{k[1]}" for k in changed}
@@ -353,8 +412,9 @@ def _definitions(changes: list[GateChange], old: _Side, new: _Side,
     for k in sorted(changed):
         a, b = old.defined.get(k), new.defined.get(k)
         inside = [out[i] for i in body.get(k, [])]
+        a = elsewhere.get(k, a)
         result.append(DefinitionChange(
-            name=k[0], file=(b or a)[2] if (b or a) else k[1],
+            name=k[0], file=(b or a)[2] if (b or a) else k[1], old_file=a[2] if k in elsewhere else "",
             old_line=a[0] if a else min((c.old.line for c in inside if c.old), default=0),
             new_line=b[0] if b else min((c.new.line for c in inside if c.new), default=0),
             old_detail=a[1] if a else "", new_detail=b[1] if b else "",

@@ -295,3 +295,37 @@ def test_options_targets_reach_the_verdicts():
     d = diff.compare(result(), result(upper), arch.parse_targets("10.0"))
     assert d.changes[0].delta == ("newly excludes 10.0",)
     assert Options().targets == TARGETS
+
+
+def test_a_new_predicate_is_not_a_definition_change():
+    res = Resolution("is_new", "u.py", 3, "def is_new(d):")
+    body = gate("u.py", 4, "major == 12", admits=("12.0", "12.1"), context="is_new")
+    site = gate("m.py", 5, "is_new(d)", admits=("12.0", "12.1"), resolutions=[res], context="f")
+    d = diff.compare(result(), result(body, site))
+    assert d.definitions == () and sorted(c.status for c in d.changes) == ["added", "added"]
+    assert not any(c.explained for c in d.changes)
+
+
+def test_condition_edited_beside_a_new_gate_is_rewritten():
+    kw = dict(kind="preprocessor", domain="target")
+    old = result(gate("a.cuh", 2, "defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700", admits=("sm_75", "sm_120"), **kw))
+    new = result(gate("a.cuh", 2, "defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && __CUDA_ARCH__ < 1200",
+                      admits=("sm_75",), **kw),
+                 gate("a.cuh", 7, "(defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))", admits=("sm_90", "sm_120"), **kw))
+    d = diff.compare(old, new)
+    assert [(c.status, c.how, c.gate.line) for c in d.changes] == [("changed", "rewritten", 2), ("added", "", 7)]
+    assert d.changes[0].delta == ("newly excludes 12.0",)
+
+
+def test_a_name_that_now_resolves_to_another_definition_is_the_root_cause():
+    kw = dict(kind="derived-macro", domain="target")
+    was = Resolution("ENABLE_PDL", "csrc/defines.h", 130, "defined where __CUDA_ARCH__ >= 900")
+    now = Resolution("ENABLE_PDL", "csrc/other_kernel.cu", 39, "defined where always")
+    old = result(gate("csrc/mha.cu", 1660, "ENABLE_PDL", admits=("sm_90",), resolutions=[was], **kw))
+    new = result(gate("csrc/mha.cu", 1664, "ENABLE_PDL", admits=("host", "sm_75", "sm_90"), resolutions=[now], **kw))
+    d = diff.compare(old, new)
+    [dc] = d.definitions
+    assert (dc.name, dc.old_file, dc.old_line, dc.file, dc.new_line) == (
+        "ENABLE_PDL", "csrc/defines.h", 130, "csrc/other_kernel.cu", 39)
+    assert [c.gate.line for c in dc.call_sites] == [1664] and d.changes[0].explained
+    assert "before: csrc/defines.h:130: defined where __CUDA_ARCH__ >= 900" in render.render_text(d)

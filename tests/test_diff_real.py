@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 OLD, NEW = "flashinfer-python==0.6.7", "flashinfer-python==0.7.4"
 UTILS = "flashinfer/utils.py"
 INDEXER = "flashinfer/experimental/sm120_dsa_indexer/_api.py"
+ALLREDUCE = "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"
 
 
 def seed_downloads(cache: Path, *requirements: str) -> None:
@@ -53,6 +54,10 @@ def test_real_diff_lists_real_changes(flashinfer_diff):
     assert (INDEXER, 79) in added
     check = next(c for c in doc["changes"] if (c["file"], c["line"]) == (INDEXER, 79))
     assert check["new"]["expression"] == "not is_sm120f_supported(dev)" and check["new"]["guards"] == "reject"
+    # 0.7.4 drops the `__CUDA_ARCH__ < 1200` bound around the allreduce's grid-dependency sync.
+    widened = [c for c in doc["changes"] if c["file"] == ALLREDUCE and c["how"] == "rewritten"
+               and "__CUDA_ARCH__ < 1200" in c["old"]["expression"] and "1200" not in c["new"]["expression"]]
+    assert widened and all(c["delta"] == ["now admits 12.0", "now admits 12.1"] for c in widened)
     # Every change carries both sides' documents as the scan contract spells them.
     for c in doc["changes"]:
         assert (c["old"] is None) == (c["status"] == "added") and (c["new"] is None) == (c["status"] == "removed")

@@ -25,6 +25,9 @@ MARKER = "<!-- archaudit -->"
 """Hidden marker of the sticky PR comment (``archaudit comment`` finds it again by this)."""
 MARKDOWN_ROWS = 150
 """Rows per Markdown table; the rest are counted, so a comment stays under GitHub's limit."""
+DEFINITIONS_SHOWN = 30
+"""Definition changes shown in Markdown and HTML, each with at most ``CALL_SITE_ROWS`` call sites."""
+CALL_SITE_ROWS = 25
 STATUSES = ("added", "changed", "removed")
 
 
@@ -83,11 +86,24 @@ def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
     return out
 
 
+def _details_differ(dc: DefinitionChange) -> bool:
+    """Whether the recorded definitions differ (known on both sides, or now in another file)."""
+    return bool(dc.old_file) or (bool(dc.old_detail and dc.new_detail) and dc.old_detail != dc.new_detail)
+
+
+def _detail(dc: DefinitionChange, side: str) -> str:
+    """The definition before or after, with its place when the name moved to another file."""
+    if side == "old":
+        return (f"{dc.old_file}:{dc.old_line}: " if dc.old_file else "") + dc.old_detail
+    return (f"{dc.file}:{dc.new_line}: " if dc.old_file else "") + dc.new_detail
+
+
 def _text_definition(dc: DefinitionChange) -> list[str]:
-    lines = f"{dc.old_line} -> {dc.new_line}" if dc.old_line and dc.new_line else str(dc.new_line or dc.old_line)
-    out = [f"definition changed: {dc.name}  {dc.file}:{lines}"]
-    if dc.old_detail != dc.new_detail and (dc.old_detail or dc.new_detail):
-        out += [f"    before: {dc.old_detail or '(absent)'}", f"    after:  {dc.new_detail or '(absent)'}"]
+    moved = dc.old_line and dc.new_line and dc.old_line != dc.new_line and not dc.old_file
+    out = [f"definition changed: {dc.name}  {dc.file}:" + (f"{dc.old_line} -> {dc.new_line}" if moved else
+                                                          str(dc.new_line or dc.old_line))]
+    if _details_differ(dc):
+        out += [f"    before: {_detail(dc, 'old')}", f"    after:  {_detail(dc, 'new')}"]
     for c in dc.body:
         before = f"{c.old.expression}  (admits {_admits(c.old)})" if c.old else "(absent)"
         after = f"{c.new.expression}  (admits {_admits(c.new)})" if c.new else "(absent)"
@@ -171,7 +187,8 @@ def document(d: DiffResult) -> dict:
         "new": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.new_inputs]},
         "summary": summary(d),
         "definitions": [{
-            "name": dc.name, "key": dc.key, "file": dc.file, "old_line": dc.old_line or None,
+            "name": dc.name, "key": dc.key, "file": dc.file, "old_file": dc.old_file or dc.file,
+            "old_line": dc.old_line or None,
             "new_line": dc.new_line or None, "old_detail": dc.old_detail, "new_detail": dc.new_detail,
             "body": [_site_doc(c) for c in dc.body],
             "call_sites": [_site_doc(c) for c in dc.call_sites],
@@ -231,15 +248,16 @@ def view(d: DiffResult) -> dict:
         sections.append({"status": status, "rows": rows[:MARKDOWN_ROWS], "omitted": max(0, len(rows) - MARKDOWN_ROWS)})
     definitions = [{
         "name": dc.name, "file": dc.file, "old_line": dc.old_line, "new_line": dc.new_line,
-        "old_detail": dc.old_detail, "new_detail": dc.new_detail,
-        "body": [_row(c) for c in dc.body], "call_sites": [_row(c) for c in dc.call_sites[:MARKDOWN_ROWS]],
-        "omitted": max(0, len(dc.call_sites) - MARKDOWN_ROWS), "unchanged": dc.unchanged_call_sites,
-    } for dc in d.definitions]
+        "details": (_detail(dc, "old"), _detail(dc, "new")) if _details_differ(dc) else None,
+        "body": [_row(c) for c in dc.body], "call_sites": [_row(c) for c in dc.call_sites[:CALL_SITE_ROWS]],
+        "omitted": max(0, len(dc.call_sites) - CALL_SITE_ROWS), "unchanged": dc.unchanged_call_sites,
+    } for dc in d.definitions[:DEFINITIONS_SHOWN]]
     return {
         "mode": d.mode, "marker": MARKER, "version": d.tool_version,
         "targets": [t.label for t in d.targets],
         "old": [(i.path, i.kind) for i in d.old_inputs], "new": [(i.path, i.kind) for i in d.new_inputs],
         "summary": summary(d), "sections": sections, "definitions": definitions,
+        "definitions_omitted": max(0, len(d.definitions) - DEFINITIONS_SHOWN),
         "errors": [(e.input, e.file, e.reason) for e in d.errors],
         "icons": markdown.ICONS,
     }
