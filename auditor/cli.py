@@ -136,7 +136,8 @@ def _options(args):
         targets=arch.parse_targets(args.target),
         filters=Filters(tuple(args.include), tuple(args.exclude)),
         jobs=max(0, args.jobs),
-        cache_dir=(args.cache_dir or default_cache_dir()) / "downloads",
+        download_dir=(args.cache_dir or default_cache_dir()) / "downloads",
+        cache_dir=None if args.no_cache else (args.cache_dir or default_cache_dir()),
         **_rule_options(args),
     )
 

@@ -329,3 +329,11 @@ def test_a_name_that_now_resolves_to_another_definition_is_the_root_cause():
         "ENABLE_PDL", "csrc/defines.h", 130, "csrc/other_kernel.cu", 39)
     assert [c.gate.line for c in dc.call_sites] == [1664] and d.changes[0].explained
     assert "before: csrc/defines.h:130: defined where __CUDA_ARCH__ >= 900" in render.render_text(d)
+
+
+def test_markdown_fits_a_github_comment():
+    many = [gate("k.cuh", n, f"__CUDA_ARCH__ >= {n} && __CUDA_ARCH__ < 1200 /* {'x' * 300} */", kind="preprocessor",
+                 domain="target", admits=("sm_90",)) for n in range(1, 400)]
+    md = render.render_markdown(replace(diff.compare(result(), result(*many)), mode="pr"))
+    assert len(md) <= 65_536 - 512 and md.startswith(render.MARKER)
+    assert "more_ |" in md  # the rows left out are counted

@@ -240,17 +240,17 @@ def _row(c: GateChange) -> Row:
     )
 
 
-def view(d: DiffResult) -> dict:
-    """The plain view-model the templates receive."""
+def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
+    """The plain view-model the templates receive; at most ``limit`` rows per table."""
     sections = []
     for status in STATUSES:
         rows = [_row(c) for c in d.by_status(status)]
-        sections.append({"status": status, "rows": rows[:MARKDOWN_ROWS], "omitted": max(0, len(rows) - MARKDOWN_ROWS)})
+        sections.append({"status": status, "rows": rows[:limit], "omitted": max(0, len(rows) - limit)})
     definitions = [{
         "name": dc.name, "file": dc.file, "old_line": dc.old_line, "new_line": dc.new_line,
         "details": (_detail(dc, "old"), _detail(dc, "new")) if _details_differ(dc) else None,
-        "body": [_row(c) for c in dc.body], "call_sites": [_row(c) for c in dc.call_sites[:CALL_SITE_ROWS]],
-        "omitted": max(0, len(dc.call_sites) - CALL_SITE_ROWS), "unchanged": dc.unchanged_call_sites,
+        "body": [_row(c) for c in dc.body], "call_sites": [_row(c) for c in dc.call_sites[:min(limit, CALL_SITE_ROWS)]],
+        "omitted": max(0, len(dc.call_sites) - min(limit, CALL_SITE_ROWS)), "unchanged": dc.unchanged_call_sites,
     } for dc in d.definitions[:DEFINITIONS_SHOWN]]
     return {
         "mode": d.mode, "marker": MARKER, "version": d.tool_version,
@@ -264,10 +264,18 @@ def view(d: DiffResult) -> dict:
 
 
 def render_markdown(d: DiffResult) -> str:
-    """Markdown (a PR comment body in ``pr`` mode: it starts with the sticky marker)."""
-    text = report.templates().get_template("diff.md.j2").render(
-        **view(d), code=markdown.code, plain=markdown.inline)
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+    """Markdown (a PR comment body in ``pr`` mode: it starts with the sticky marker).
+
+    Tables shrink until the text fits a GitHub comment; the rows left out are counted.
+    """
+    template = report.templates().get_template("diff.md.j2")
+    limit = MARKDOWN_ROWS
+    while True:
+        text = template.render(**view(d, limit), code=markdown.code, plain=markdown.inline)
+        text = "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"
+        if len(text) <= markdown.LIMIT or limit <= 5:
+            return text
+        limit //= 2
 
 
 def render_html(d: DiffResult) -> str:
