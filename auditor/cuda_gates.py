@@ -216,8 +216,8 @@ def gates(scans: Iterable[FileScan], table: MacroTable, evaluator: Evaluator, in
                     resolved[n] = Resolution(n, *_where(table, n))
             resolutions = tuple(resolved[n] for n in names)
             if len(derived) > len(names):
-                resolutions += (Resolution(f"... {len(derived) - len(names)} more", "", 0,
-                                           "derived macros not listed (more than the report keeps per gate)"),)
+                resolutions += (Resolution("...", "", 0, "more derived macros, not listed (the report keeps "
+                                                         f"{MAX_RESOLUTIONS} per gate)"),)
             out.append(Gate(
                 id=fingerprint.gate_id(fs.path, kind, "", expression, ordinal),
                 file=fs.path, line=b.line, end_line=b.end_line, language="cuda", kind=kind,

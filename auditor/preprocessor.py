@@ -448,7 +448,7 @@ class Evaluator:
                     values[i], seen_value[i] = v, True
                 elif values[i] != v:
                     values[i] = None
-        return _MacroState(tuple(defined), tuple(values), frozenset(unknowns), frozenset(derived))
+        return _MacroState(tuple(defined), tuple(values), frozenset(unknowns), _first(derived))
 
     def _reach(self, constraints, self_name, unknowns: set[str], derived: set[str]) -> list[Tri]:
         n = len(self.targets)
@@ -479,6 +479,17 @@ class Evaluator:
             for i, v in enumerate(ev.values):
                 reach[i] = _and(reach[i], v if polarity or v is None else not v)
         return reach, unknowns, derived
+
+
+KEEP_DERIVED = 256
+"""Derived macros a derived macro remembers having gone through: the first by name. Reports
+list at most 100 per gate; keeping all made a chain of 3,000 macros cost 3,000 x 3,000 names."""
+
+
+def _first(names: set[str]) -> frozenset[str]:
+    """The first :data:`KEEP_DERIVED` names (all of them, below that); the first K of a union
+    are the first K of the union of each part's first K, so nothing listed changes."""
+    return frozenset(names if len(names) <= KEEP_DERIVED else sorted(names)[:KEEP_DERIVED])
 
 
 def _and(a: Tri, b: Tri) -> Tri:

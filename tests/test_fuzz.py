@@ -130,7 +130,7 @@ class Group:
 
 @st.composite
 def group(draw, depth: int = 0) -> Group:
-    n_elif = draw(st.integers(0, 3))
+    n_elif = draw(st.integers(0, 2))
     opener = draw(st.sampled_from(["if", "if", "if", "ifdef", "ifndef"]))
     keywords = [opener] + [draw(st.sampled_from(["elif", "elif", "elif", "elifdef", "elifndef"])) for _ in range(n_elif)]
     if draw(st.booleans()):
@@ -143,7 +143,7 @@ def group(draw, depth: int = 0) -> Group:
             cond = ""
         else:
             cond = draw(st.sampled_from(ARCH_NAMES))
-        nested = draw(st.lists(group(depth + 1), max_size=2)) if depth < 2 else []
+        nested = draw(st.lists(group(depth + 1), max_size=2 - depth)) if depth < 2 else []
         g.branches.append((kw, cond, nested))
     return g
 
@@ -179,7 +179,7 @@ def source(draw) -> tuple[str, list[int]]:
                 emit(inner)
         lines.append(draw(st.sampled_from(["#endif", "# endif", "#endif // done"])))
 
-    for g in draw(st.lists(group(), min_size=1, max_size=4)):
+    for g in draw(st.lists(group(), min_size=1, max_size=3)):
         emit(g)
         lines.append("")
     return "\n".join(lines) + "\n", openers

@@ -488,15 +488,25 @@ def test_many_cccl_calls_beside_many_branches(tmp_path, capsys):
     assert len(gates) == 10_000 and {g["line"] for g in gates} == set(range(60_002, 65_002))
 
 
-def test_feature_tokens_on_a_megabyte_line_inside_a_gate(tmp_path, capsys):
-    """60,000 fact-table tokens on one line of a gate's body (the feature scan once re-matched
-    every fact pattern at each hit: ~55 s)."""
+@pytest.mark.xfail(strict=True, reason="features.scan_region re-matches every fact pattern at each hit: 60,000 "
+                                       "tokens on one line take ~55 s (reported to the feature scanner's owner)")
+def test_feature_tokens_on_a_megabyte_line_inside_a_gate(tmp_path):
+    """60,000 fact-table tokens on one line of a gate's body, in a process given 15 s."""
     root = good_tree(tmp_path / "tree")
-    (root / "body.cu").write_text("#if __CUDA_ARCH__ >= 900\n" + "wgmma.mma_async " * 60_000 + "\n#endif\n")
-    run = scan(capsys, "1 MB line of 60,000 feature tokens inside a gate", root, seconds=30)
-    assert run.rc == 0
-    assert_good(run)
-    assert len(run.gates("body.cu")) == 1 and len(run.gates("body.cu")[0]["features"]) <= 40
+    # a gate that turns 12.x away: its body is searched for feature tokens
+    (root / "body.cu").write_text("#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
+                                  + "wgmma.mma_async " * 60_000 + "\n#endif\n")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "auditor", "scan", str(root), "--no-cache", "--format", "json"],
+                              capture_output=True, text=True, timeout=15, cwd=str(tmp_path))
+    except subprocess.TimeoutExpired:
+        _record("1 MB line of 60,000 feature tokens inside a gate", Run(-1, None, ["no answer in 15 s"], 15, 0))
+        raise
+    _record("1 MB line of 60,000 feature tokens inside a gate", Run(proc.returncode, None, [], time.perf_counter() - t0, 0))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    gates = [g for g in json.loads(proc.stdout)["gates"] if g["file"] == "body.cu"]
+    assert [f["token"] for g in gates for f in g["features"]] == ["wgmma.mma_async"]
 
 
 def test_binary_file_named_like_a_header(tmp_path, capsys):
