@@ -17,6 +17,7 @@ import tarfile
 import zipfile
 import zlib
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Optional, Sequence, Union
 
@@ -85,9 +86,15 @@ class Filters:
 
     def accepts(self, path: str) -> bool:
         """Whether a reported path passes the globs."""
-        if self.include and not pathspec.PathSpec.from_lines("gitwildmatch", self.include).match_file(path):
+        if self.include and not _spec(self.include).match_file(path):
             return False
-        return not (self.exclude and pathspec.PathSpec.from_lines("gitwildmatch", self.exclude).match_file(path))
+        return not (self.exclude and _spec(self.exclude).match_file(path))
+
+
+@cache
+def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    """Compiled once per pattern list, not once per file."""
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def _make(path: str, data: bytes, origin: str) -> Optional[Item]:
