@@ -55,6 +55,7 @@ def load(files: Sequence[model.SourceFile]):
     relevant = Relevance(tokens)
     pending, rest = _split(files, tokens)
     known: set[str] = set()
+    words: dict[int, set[str]] = {}
     for _ in range(_MAX_ROUNDS):
         for f in pending:
             prog.load(f)
@@ -69,7 +70,7 @@ def load(files: Sequence[model.SourceFile]):
             break
         known |= fresh
         relevant.learn(fresh, known)
-        pending = [f for f in rest if imported(f.data) & fresh]
+        pending = [f for f in rest if _imported(f, words) & fresh]
         taken = {id(f) for f in pending}
         rest = [f for f in rest if id(f) not in taken]
     return prog, relevant
@@ -82,6 +83,8 @@ def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
     it.cap = capability(arch.capabilities()[-2])
     inner = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
     if inner.type == "function_definition":
+        if names.promised(name) is None and mod.data.find(b"return", inner.start_byte, inner.end_byte) < 0:
+            return False  # it returns None: its value cannot be a truth value or a capability
         return _predicate_value(it.call_func(Func(mod.name, inner.start_byte, name, bound=bool(scope)), [], {}))
     v = it.global_value(mod, name)
     if v.taint is not None:
@@ -138,6 +141,14 @@ def _split(files, pattern: re.Pattern):
 
 
 _IMPORT_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _imported(f: model.SourceFile, words: dict[int, set[str]]) -> set[str]:
+    """:func:`imported`, once per file."""
+    out = words.get(id(f))
+    if out is None:
+        out = words[id(f)] = imported(f.data)
+    return out
 
 
 def imported(data: bytes) -> set[str]:

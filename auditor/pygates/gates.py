@@ -18,7 +18,8 @@ from tree_sitter import Node
 from .. import arch
 from ..model import Resolution
 from . import names as names_mod
-from .interp import Interp, Rec, capability, line_of, one_line
+from .interp import Interp, capability, line_of, one_line
+from .scan import Rec, Scanner
 from .symbols import Module
 
 KIND_ORDER = ("predicate-call", "platform-api", "capability-compare")
@@ -54,25 +55,24 @@ class Found:
 
 
 def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
-    """Walk every relevant scope of ``mod`` once per capability, then read off the gates."""
+    """Walk every relevant scope of ``mod`` (for every capability at once), then read off the gates."""
     top, classes, functions = _scopes(mod, relevant)
     if not (top or classes or functions):
         return []
-    it.rec, it.conditions, it.globals_read = {}, set(), {}
-    for label in arch.capabilities():
-        it.cap = capability(label)
-        it.recording = True
-        try:
-            if top:
-                it.scan_body(mod, [u for u, scope, _ in mod.units if scope == ""])
-            for qual in classes:
-                info = mod.classes[qual]
-                it.scan_body(mod, info.node.child_by_field_name("body").named_children, qual)
-            for fn, cls in functions:
-                it.scan_function(mod, fn, None, cls)
-        finally:
-            it.recording = False
-    return Assembler(it, mod).gates()
+    it.conditions, it.globals_read = set(), {}
+    scan = Scanner(it, tuple(capability(label) for label in arch.capabilities()))
+    it.recording = True
+    try:
+        if top:
+            scan.body(mod, [u for u, scope, _ in mod.units if scope == ""])
+        for qual in classes:
+            info = mod.classes[qual]
+            scan.body(mod, info.node.child_by_field_name("body").named_children, qual)
+        for fn, cls in functions:
+            scan.function(mod, fn, scan.caps, None, cls)
+    finally:
+        it.recording = False
+    return Assembler(it, mod, scan.records()).gates()
 
 
 def _scopes(mod: Module, relevant):
@@ -97,10 +97,10 @@ def _scopes(mod: Module, relevant):
 
 
 class Assembler:
-    def __init__(self, it: Interp, mod: Module) -> None:
+    def __init__(self, it: Interp, mod: Module, recs: dict[int, Rec]) -> None:
         self.it = it
         self.mod = mod
-        self.recs = it.rec
+        self.recs = recs
         self.tainted = sorted((r for r in self.recs.values() if r.taint is not None), key=lambda r: (r.node.start_byte, -r.node.end_byte))
         self.caps = arch.capabilities()
 

@@ -1,10 +1,13 @@
 """The evaluator: expressions and function bodies, one device capability at a time.
 
-Two modes share one walker. *Call* mode runs a definition to learn what it returns
-(following only live paths, tainting what a tainted branch decides). *Scan* mode walks a
-scope to find gates: every statement and every operand is evaluated, dead branches too
-(a condition is judged as written, not by whether earlier code lets it run), and each
-evaluated node's truth values are recorded for :mod:`gates` to read.
+*Call* mode runs a definition to learn what it returns (following only live paths,
+tainting what a tainted branch decides). *Scan* mode (:mod:`scan`) walks a scope to find
+gates with this evaluator's expressions and simple statements, recording every evaluated
+node's value.
+
+The evaluator notes when it reads the capability (``dep``): a result that did not read it
+is the same on every capability, so it is cached once, not once per capability, and a scan
+evaluates such a statement once for all of them.
 
 Locals are flow-sensitive (the environment at each statement); module globals are the join
 of all their bindings (they are read after import, whatever branch bound them).
@@ -14,14 +17,14 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tree_sitter import Node
 
 from .. import arch
 from ..model import Resolution
 from . import names as names_mod
-from .symbols import Binding, ClassInfo, Module, Program, definition_at, destructure
+from .symbols import Binding, ClassInfo, Module, Program, definition_at, destructure, imports
 from .values import (
     ANY, BOOL, FALSY, NOTHING, TRUTHY, UNKNOWN, Cap, ClassRef, ExtRef, Func, Method, ModRef, Props,
     SelfRef, Taint, Val, Wrapper, binary, bool_and, bool_not, bool_or, compare, is_boolish, is_data,
@@ -78,16 +81,6 @@ class State:
     path: Taint | None = None
 
 
-@dataclass(slots=True)
-class Rec:
-    """What one node evaluated to, per capability (scan mode)."""
-
-    node: Node
-    truths: dict = field(default_factory=dict)
-    taint: Taint | None = None
-    boolish: bool = True
-
-
 class Interp:
     def __init__(self, prog: Program, relevant) -> None:
         self.prog = prog
@@ -96,27 +89,37 @@ class Interp:
         or known predicates); others are not run, their calls are unknown."""
         self.table = names_mod.table()
         self.cap: Cap = Cap((0, 0))
+        self.dep = False
+        """Whether ``cap`` was read since this was last cleared (see :meth:`_cached`)."""
         self.cache: dict = {}
+        """Results that did not read the capability, by key; ``per_cap`` those that did."""
+        self.per_cap: dict = {}
         self.active: set = set()
         self.depth = 0
-        self.rec: dict[int, Rec] | None = None
         self.recording = False
+        self.recorded: list = []
+        """Scan mode: (node, value) of each evaluation, in order."""
         self.conditions: set[int] = set()
         self.globals_read: dict[int, tuple[Node, Module, str]] = {}
-        self.fuel: int | None = None
         """Identifiers a scan read from module globals (for the gates' resolutions)."""
+        self.fuel: int | None = None
+        self.assigned: dict[int, set[str]] = {}
+        """Names each loop body assigns, by node id."""
 
-    # ------------------------------------------------------------------ recording
-    def _record(self, node: Node, v: Val) -> None:
-        r = self.rec.get(node.id)
-        if r is None:
-            if v.taint is None and node.id not in self.conditions:
-                return
-            r = self.rec[node.id] = Rec(node)
-        label = self.cap
-        r.truths[label] = r.truths.get(label, frozenset()) | truth(v)
-        r.taint = merge(r.taint, v.taint)
-        r.boolish = r.boolish and is_boolish(v)
+    # ------------------------------------------------------------------ caching
+    def _cached(self, key) -> Val | None:
+        """A result computed before on this capability, or on any when it did not read it."""
+        hit = self.per_cap.get((self.cap, key))
+        if hit is not None:
+            self.dep = True
+            return hit
+        return self.cache.get(key)
+
+    def _store(self, key, v: Val) -> None:
+        if self.dep:
+            self.per_cap[(self.cap, key)] = v
+        else:
+            self.cache[key] = v
 
     def quiet(self):
         """Context for evaluating definitions: nothing recorded, nothing walked as dead code."""
@@ -127,7 +130,7 @@ class Interp:
         fn = _DISPATCH.get(node.type)
         v = fn(self, node, fr) if fn is not None else ANY
         if self.recording:
-            self._record(node, v)
+            self.recorded.append((node, v))
         return v
 
     def e_identifier(self, node: Node, fr: Frame) -> Val:
@@ -362,17 +365,22 @@ class Interp:
 
     # ------------------------------------------------------------------ names
     def global_value(self, mod: Module, name: str, seen: frozenset = frozenset()) -> Val:
-        key = ("g", mod.name, name, self.cap)
-        hit = self.cache.get(key)
+        key = ("g", mod.name, name)
+        hit = self._cached(key)
         if hit is not None:
             return hit
         bindings = mod.bindings.get(name)
-        if not bindings:
-            v = self._from_stars(mod, name, seen)
-            self.cache[key] = v
-            return v
-        if key in self.active or self.depth > MAX_DEPTH:
+        if bindings and (key in self.active or self.depth > MAX_DEPTH):
             return ANY
+        outer, self.dep = self.dep, False
+        try:
+            v = self._global_value(mod, name, seen, key, bindings) if bindings else self._from_stars(mod, name, seen)
+            self._store(key, v)
+            return v
+        finally:
+            self.dep = outer or self.dep
+
+    def _global_value(self, mod: Module, name: str, seen: frozenset, key, bindings) -> Val:
         self.active.add(key)
         self.depth += 1
         try:
@@ -390,7 +398,6 @@ class Interp:
                 v = Val(v.elems, _retag(v, res, name, ("g", mod.name, name)))
             else:
                 v = make((_alias(x, res, name, ("g", mod.name, name)) for x in v.elems), None)
-        self.cache[key] = v
         return v
 
     def _from_stars(self, mod: Module, name: str, seen: frozenset) -> Val:
@@ -614,11 +621,13 @@ class Interp:
         caps = names_mod.promised(name)
         if caps is None:
             return ANY
+        self.dep = True
         label = _label(self.cap)
         t = Taint(frozenset({"predicate-call"}), frozenset({"name"}))
         return Val(BOOL.elems if label in caps else frozenset({False}), t)
 
     def api(self, name: str, args, kwargs) -> Val:
+        self.dep = True
         kind = self.table.sources.get(name)
         if kind == "capability":
             return val(self.cap, taint=_CAP_TAINT)
@@ -685,12 +694,21 @@ class Interp:
         all_args = f.args + tuple(args)
         all_kwargs = dict(f.kwargs)
         all_kwargs.update(kwargs)
-        key = ("c", f.module, f.start, f.bound, all_args, tuple(sorted(all_kwargs.items())), self.cap)
-        hit = self.cache.get(key)
+        key = ("c", f.module, f.start, f.bound, all_args, tuple(sorted(all_kwargs.items())))
+        hit = self._cached(key)
         if hit is not None:
             return hit
         if key in self.active or self.depth > MAX_DEPTH:
             return ANY
+        outer, self.dep = self.dep, False
+        try:
+            v = self._call(mod, node, f, all_args, all_kwargs, key)
+            self._store(key, v)
+            return v
+        finally:
+            self.dep = outer or self.dep
+
+    def _call(self, mod: Module, node: Node, f: Func, all_args, all_kwargs, key) -> Val:
         self.active.add(key)
         outermost = self.fuel is None
         if outermost:
@@ -715,7 +733,6 @@ class Interp:
                 v = Val(v.elems, _retag(v, alias[1], alias[0], alias[2]))
         else:
             v = self._fallback(f, v)
-        self.cache[key] = v
         return v
 
     def _fallback(self, f: Func, v: Val) -> Val:
@@ -790,16 +807,40 @@ class Interp:
     # ------------------------------------------------------------------ statements
     def walk(self, stmts, st: State, fr: Frame, rets: list) -> State:
         for s in stmts:
-            if not st.live and not self.recording:
+            if not st.live:
                 break
             st = self.stmt(s, st, fr, rets)
         return st
 
     def stmt(self, s: Node, st: State, fr: Frame, rets: list) -> State:
-        if self.fuel is not None and not self.recording:
+        """One statement in call mode (scan mode has its own compound statements)."""
+        if self.fuel is not None:
             self.fuel -= 1
             if self.fuel < 0:
                 raise _OutOfFuel
+        t = s.type
+        fr.env = st.env
+        if t == "if_statement":
+            return self.s_if(s, st, fr, rets)
+        if t in ("for_statement", "while_statement"):
+            return self.s_loop(s, st, fr, rets)
+        if t == "try_statement":
+            return self.s_try(s, st, fr, rets)
+        if t == "with_statement":
+            self.with_items(s, st, fr)
+            return self.walk(s.child_by_field_name("body").named_children, st, fr, rets)
+        if t == "decorated_definition":
+            return self.stmt(s.child_by_field_name("definition"), st, fr, rets)
+        if t == "match_statement":
+            subj = s.child_by_field_name("subject")
+            if subj is not None:
+                self.eval(subj, fr)
+            outs = [self.walk(body.named_children, State(dict(st.env), st.live, st.path), fr, rets) for body in case_bodies(s)]
+            return self._merge([st, *outs])
+        return self.simple(s, st, fr, rets)
+
+    def simple(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        """A statement without a body of statements (both modes); a ``def`` only binds its name."""
         t = s.type
         fr.env = st.env
         if t == "expression_statement":
@@ -820,35 +861,14 @@ class Interp:
                 for c in s.named_children:
                     self.eval(c, fr)
             return State(st.env, False, st.path)
-        if t == "if_statement":
-            return self.s_if(s, st, fr, rets)
-        if t in ("for_statement", "while_statement"):
-            return self.s_loop(s, st, fr, rets)
-        if t == "try_statement":
-            return self.s_try(s, st, fr, rets)
-        if t == "with_statement":
-            for item in s.named_children:
-                if item.type == "with_clause":
-                    for w in item.named_children:
-                        self._with_item(w, st, fr)
-            return self.walk(s.child_by_field_name("body").named_children, st, fr, rets)
-        if t == "decorated_definition":
-            if self.recording:
-                for d in s.named_children:
-                    if d.type == "decorator" and d.named_children:
-                        self.eval(d.named_children[0], fr)
-            return self.stmt(s.child_by_field_name("definition"), st, fr, rets)
         if t == "function_definition":
             name = s.child_by_field_name("name").text.decode()
             st.env[name] = val(Func(fr.mod.name, s.start_byte, name))
-            if self.recording and self.relevant(fr.mod, s):
-                self.scan_function(fr.mod, s, Frame(fr.mod, dict(st.env)))
             return st
         if t == "class_definition":
             st.env[s.child_by_field_name("name").text.decode()] = ANY
             return st
         if t in ("import_statement", "import_from_statement"):
-            from .symbols import imports
             for name, target in imports(fr.mod, s):
                 if name != "*":
                     st.env[name] = self.import_value(target)
@@ -862,14 +882,15 @@ class Interp:
                 if c.taint is not None and not self.recording:
                     return State(st.env, st.live, merge(st.path, c.taint))
             return st
-        if t == "match_statement":
-            subj = s.child_by_field_name("subject")
-            if subj is not None:
-                self.eval(subj, fr)
-            body = s.child_by_field_name("body")
-            outs = [self.walk(c.child_by_field_name("consequence").named_children, State(dict(st.env), st.live, st.path), fr, rets)
-                    for c in (body.named_children if body is not None else []) if c.type == "case_clause" and c.child_by_field_name("consequence") is not None]
-            return self._merge([st, *outs])
+        return st
+
+    def with_items(self, s: Node, st: State, fr: Frame) -> State:
+        """Evaluate the items of a ``with`` statement, binding their ``as`` names."""
+        fr.env = st.env
+        for item in s.named_children:
+            if item.type == "with_clause":
+                for w in item.named_children:
+                    self._with_item(w, st, fr)
         return st
 
     def _with_item(self, w: Node, st: State, fr: Frame) -> None:
@@ -911,13 +932,7 @@ class Interp:
             env[name] = _pick(v, path)
 
     def s_if(self, s: Node, st: State, fr: Frame, rets: list) -> State:
-        clauses = [(s.child_by_field_name("condition"), s.child_by_field_name("consequence"))]
-        other = None
-        for alt in s.children_by_field_name("alternative"):
-            if alt.type == "elif_clause":
-                clauses.append((alt.child_by_field_name("condition"), alt.child_by_field_name("consequence")))
-            else:
-                other = alt.child_by_field_name("body")
+        clauses, other = if_clauses(s)
         outs: list[State] = []
         cur = st
         decided: Taint | None = None
@@ -927,25 +942,29 @@ class Interp:
             c = self.eval(cond, fr)
             tr = truth(c)
             decided = merge(decided, c.taint)
-            branch = State(dict(cur.env), cur.live and True in tr, merge(cur.path, c.taint) if not self.recording else None)
-            if branch.live or self.recording:
+            branch = State(dict(cur.env), cur.live and True in tr, merge(cur.path, c.taint))
+            if branch.live:
                 branch = self.walk(body.named_children if body is not None else [], branch, fr, rets)
             outs.append(branch)
-            cur = State(cur.env, cur.live and False in tr, merge(cur.path, c.taint) if not self.recording else None)
+            cur = State(cur.env, cur.live and False in tr, merge(cur.path, c.taint))
         if other is not None:
             cur = self.walk(other.named_children, State(dict(cur.env), cur.live, cur.path), fr, rets)
         outs.append(cur)
         out = self._merge(outs)
-        if not self.recording and decided is not None and any(not o.live for o in outs):
+        if decided is not None and any(not o.live for o in outs):
             out.path = merge(out.path, decided)
         return out
 
     def _merge(self, outs: list[State]) -> State:
+        """Where branches meet: the live ones' variables joined (all of them, in dead code).
+        A scan keeps no path taint: a gate is judged as written."""
         live = [o for o in outs if o.live]
         pick = live or outs
-        env: dict = {}
-        keys = set().union(*(o.env.keys() for o in pick))
-        for k in keys:
+        first = pick[0].env
+        env = dict(first)
+        others = [o.env for o in pick[1:] if o.env is not first]
+        changed = {k for e in others for k, v in e.items() if first.get(k, _NOPE) is not v}
+        for k in changed:
             vs = [o.env[k] for o in pick if k in o.env]
             env[k] = vs[0] if all(v is vs[0] for v in vs) else join(*vs)
         path = None
@@ -954,9 +973,23 @@ class Interp:
         return State(env, bool(live), path if not self.recording else None)
 
     def s_loop(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        entry = self.loop_entry(s, st, fr)
+        after = self.walk(s.child_by_field_name("body").named_children, State(dict(entry.env), entry.live, entry.path), fr, rets)
+        out = self.loop_exit(entry, after)
+        alt = s.child_by_field_name("alternative")
+        if alt is not None:
+            out = self.walk(alt.child_by_field_name("body").named_children, out, fr, rets)
+        return out
+
+    def loop_entry(self, s: Node, st: State, fr: Frame) -> State:
+        """The state a loop body starts from: what the body assigns is unknown (it may have run
+        before), the loop variable is any item of the iterable."""
         body = s.child_by_field_name("body")
         env = dict(st.env)
-        for name in _assigned(body):
+        names = self.assigned.get(body.id)
+        if names is None:
+            names = self.assigned[body.id] = _assigned(body)
+        for name in names:
             env[name] = ANY
         fr.env = env
         if s.type == "for_statement":
@@ -968,12 +1001,11 @@ class Interp:
             cond = s.child_by_field_name("condition")
             self.conditions.add(cond.id)
             self.eval(cond, fr)
-        after = self.walk(body.named_children, State(env, st.live, st.path), fr, rets)
-        after = self._merge([State(env, st.live, st.path), State(after.env, st.live, after.path)])
-        alt = s.child_by_field_name("alternative")
-        if alt is not None:
-            after = self.walk(alt.child_by_field_name("body").named_children, after, fr, rets)
-        return after
+        return State(env, st.live, st.path)
+
+    def loop_exit(self, entry: State, after: State) -> State:
+        """After a loop: it ran zero times or some."""
+        return self._merge([entry, State(after.env, entry.live, after.path)])
 
     def s_try(self, s: Node, st: State, fr: Frame, rets: list) -> State:
         body = self.walk(s.child_by_field_name("body").named_children, State(dict(st.env), st.live, st.path), fr, rets)
@@ -982,16 +1014,7 @@ class Interp:
         other = None
         for c in s.named_children:
             if c.type == "except_clause" or c.type == "except_group_clause":
-                start = self._merge([State(dict(st.env), st.live, st.path), State(dict(body.env), st.live, body.path)])
-                start.live = st.live
-                for v in c.named_children:
-                    if v.type == "as_pattern":
-                        alias = v.child_by_field_name("alias")
-                        if alias is not None:
-                            for n, _ in destructure(alias.named_children[0] if alias.named_children else None):
-                                start.env[n] = ANY
-                block = next((b for b in c.named_children if b.type == "block"), None)
-                outs.append(self.walk(block.named_children if block is not None else [], start, fr, rets))
+                outs.append(self.walk(handler_body(c), self.handler_entry(c, st, body), fr, rets))
             elif c.type == "else_clause":
                 other = c.child_by_field_name("body")
             elif c.type == "finally_clause":
@@ -1003,39 +1026,17 @@ class Interp:
             out = self.walk(final.named_children, out, fr, rets)
         return out
 
-    # ------------------------------------------------------------------ scan mode
-    def scan_function(self, mod: Module, node: Node, parent: Frame | None, cls: str | None = None) -> None:
-        """Walk a function body in scan mode with unknown arguments (``self`` known)."""
-        env: dict = {}
-        if cls is None:
-            cls = self._class_of(mod, node)
-        self.bind_params(node, env, (), {}, mod, cls, False)
-        for name, v in env.items():
-            if not any(isinstance(x, SelfRef) for x in v.elems):
-                env[name] = ANY
-        if self.recording and node.child_by_field_name("parameters") is not None:
-            for p in node.child_by_field_name("parameters").named_children:
-                if p.type in ("default_parameter", "typed_default_parameter"):
-                    self.eval(p.child_by_field_name("value"), Frame(mod, None))
-        fr = Frame(mod, env, cls, parent)
-        self.walk(node.child_by_field_name("body").named_children, State(env), fr, [])
-
-    def scan_body(self, mod: Module, stmts, cls: str | None = None) -> None:
-        """Walk module or class-level statements in scan mode (definitions only bound)."""
-        env: dict = {}
-        fr = Frame(mod, env, cls)
-        st = State(env)
-        for s in stmts:
-            inner = s.child_by_field_name("definition") if s.type == "decorated_definition" else s
-            if inner is not None and inner.type in ("function_definition", "class_definition"):
-                if s.type == "decorated_definition":
-                    fr.env = st.env
-                    for d in s.named_children:
-                        if d.type == "decorator" and d.named_children:
-                            self.eval(d.named_children[0], fr)
-                continue
-            st = self.stmt(s, st, fr, [])
-            st.live = True
+    def handler_entry(self, clause: Node, st: State, body: State) -> State:
+        """An ``except`` handler starts where the ``try`` began or anywhere in its body."""
+        start = self._merge([State(dict(st.env), st.live, st.path), State(dict(body.env), st.live, body.path)])
+        start.live = st.live
+        for v in clause.named_children:
+            if v.type == "as_pattern":
+                alias = v.child_by_field_name("alias")
+                if alias is not None:
+                    for n, _ in destructure(alias.named_children[0] if alias.named_children else None):
+                        start.env[n] = ANY
+        return start
 
 
 class _OutOfFuel(Exception):
@@ -1054,6 +1055,29 @@ class _Quiet:
 
     def __exit__(self, *exc):
         self.it.recording = self.saved
+
+
+def if_clauses(s: Node):
+    """``[(condition, block), ...]`` of an ``if``/``elif`` chain, and the ``else`` block or None."""
+    clauses = [(s.child_by_field_name("condition"), s.child_by_field_name("consequence"))]
+    other = None
+    for alt in s.children_by_field_name("alternative"):
+        if alt.type == "elif_clause":
+            clauses.append((alt.child_by_field_name("condition"), alt.child_by_field_name("consequence")))
+        else:
+            other = alt.child_by_field_name("body")
+    return clauses, other
+
+
+def case_bodies(s: Node) -> list[Node]:
+    body = s.child_by_field_name("body")
+    return [c.child_by_field_name("consequence") for c in (body.named_children if body is not None else [])
+            if c.type == "case_clause" and c.child_by_field_name("consequence") is not None]
+
+
+def handler_body(clause: Node) -> list[Node]:
+    block = next((b for b in clause.named_children if b.type == "block"), None)
+    return block.named_children if block is not None else []
 
 
 def _label(cap: Cap) -> str:
