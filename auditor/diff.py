@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Iterable, Optional, Sequence
 
-from auditor import arch, fingerprint
+from auditor import arch, fingerprint, predicates
 from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo
 
 SCHEMA = "archaudit-diff/1"
@@ -192,7 +192,7 @@ def verdicts(gate: Optional[Gate], targets: Sequence[arch.Target]) -> dict[str, 
     """``{label: admits|excludes}``; empty for no gate."""
     if gate is None:
         return {}
-    return {t.label: ADMITS if arch.admits_target(gate.domain, gate.admits, t) else EXCLUDES for t in targets}
+    return predicates.verdicts(gate, targets)
 
 
 def _deltas(old: Optional[Gate], new: Optional[Gate], targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from auditor import arch
+from auditor import arch, predicates
 from auditor.arch import HOST, Target
 from auditor.model import Finding, Gate
 from auditor.predicates import classify
@@ -81,7 +81,7 @@ def _admitted_table(gate: Gate, targets: Sequence[Target]) -> list[str]:
         taken = [v for v in variants if v in admitted]
         shown = (" ".join(taken) if gate.domain == "target" else "yes") if taken else "-"
         t = requested.get(cap)
-        verdict = ("admits" if arch.admits_target(gate.domain, gate.admits, t) else "EXCLUDES") if t else ""
+        verdict = ("EXCLUDES" if predicates.turns_away(gate, t) else "admits") if t else ""
         rows.append(f"    {cap + (' *' if t else ''):<12}{shown:<28}{verdict}".rstrip())
     if gate.domain == "target":
         rows.append(f"    {'host':<12}{'yes' if HOST in admitted else '-'}")

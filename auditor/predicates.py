@@ -70,6 +70,12 @@ def turns_away(gate: Gate, target: Target) -> bool:
     return not arch.admits_target(gate.domain, allowed(gate), target)
 
 
+def verdicts(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
+    """``{"12.0": "admits" | "excludes", ...}``: whether the code the gate protects may run on
+    each target (for a rejection guard, what the rejection lets through)."""
+    return {t.label: "excludes" if turns_away(gate, t) else "admits" for t in targets}
+
+
 def classify(gate: Gate, targets: Iterable[Target]) -> str:
     """``hardware``, ``conservative`` or ``unknown`` for a gate that excludes a target, else ``""``."""
     excluded = [t for t in targets if turns_away(gate, t)]

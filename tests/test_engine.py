@@ -10,7 +10,7 @@ import pytest
 
 from auditor import arch, cli, engine, pipeline, predicates, rulebook
 from auditor.model import Feature, Gate, SourceFile
-from auditor.predicates import GateView, Relatives
+from auditor.predicates import GateView, Relatives, verdicts
 from tests.conftest import FIXTURES
 
 TARGETS = arch.parse_targets(arch.DEFAULT_TARGETS)
@@ -140,8 +140,11 @@ def test_reject_guards_turn_away_what_they_certainly_reject():
     reject = gate(tuple(c for c in CAPS if c.split(".")[0] not in ("9", "10")), guards="reject")
     assert GateView(reject, TARGETS).excluded == TARGETS
     assert GateView(reject, TARGETS).capabilities == caps(9, 10)
+    # the JSON verdicts say the same: the guarded code cannot run on 12.x
+    assert verdicts(reject, TARGETS) == {"12.0": "excludes", "12.1": "excludes"}
     lets_12_in = gate(tuple(c for c in CAPS if not c.startswith("12.")), guards="reject")
     assert GateView(lets_12_in, TARGETS).excluded == ()
+    assert verdicts(lets_12_in, TARGETS) == {"12.0": "admits", "12.1": "admits"}
     # the rejection also depends on a dtype: it is certain nowhere
     maybe = gate(CAPS, guards="reject", unknowns=("query.dtype",))
     assert GateView(maybe, TARGETS).excluded == () and not holds("dead", maybe)

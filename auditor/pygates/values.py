@@ -257,6 +257,7 @@ def bool_not(a: Val) -> Val:
     return make(out, a.taint)
 
 
+_OPAQUE = (UNKNOWN, TRUTHY, FALSY)
 _COMPARE = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne,
@@ -291,7 +292,9 @@ def compare(op: str, a: Val, b: Val) -> Val:
         if op in ("is", "is not") and (isinstance(x, (Cap, Props)) or isinstance(y, (Cap, Props))):
             out |= {True, False}
             continue
-        if not (is_data(x) and is_data(y)) and (x in (UNKNOWN, TRUTHY, FALSY) or y in (UNKNOWN, TRUTHY, FALSY)):
+        if not (is_data(x) and is_data(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
+            # an object the reading does not model (``torch.version.cuda``, an unbound name):
+            # its comparisons may go either way, never raise as ``object() >= "12.3"`` would
             out |= {True, False}
             continue
         if op in ("in", "not in") and not isinstance(y, (tuple, frozenset, str)):

@@ -6,14 +6,9 @@ import json
 
 from auditor import arch
 from auditor.model import AuditResult, Gate
-from auditor.predicates import classify
+from auditor.predicates import classify, verdicts
 
 SCHEMA = "archaudit/1"
-
-
-def verdicts(gate: Gate, targets) -> dict[str, str]:
-    """``{"12.0": "admits" | "excludes", ...}`` for the requested targets."""
-    return {t.label: "admits" if arch.admits_target(gate.domain, gate.admits, t) else "excludes" for t in targets}
 
 
 def gate_document(gate: Gate, targets) -> dict:
