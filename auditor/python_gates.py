@@ -21,6 +21,7 @@ from .pygates.lists import list_tokens, scan_lists
 from .pygates.symbols import Module, Program, word_pattern, word_starts
 
 _MAX_ROUNDS = 6
+TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
 def extract(files: Sequence[model.SourceFile]) -> tuple[list[model.Gate], list[model.FileError]]:
@@ -32,9 +33,13 @@ def extract(files: Sequence[model.SourceFile]) -> tuple[list[model.Gate], list[m
     inputs = {f.path: f.input for f in python}
     gates: list[model.Gate] = []
     for mod in sorted(prog.by_path.values(), key=lambda m: m.path):
-        found = scan_module(it, mod, relevant)
-        if lists.search(mod.data):
-            found += scan_lists(it, mod)
+        try:
+            found = scan_module(it, mod, relevant)
+            if lists.search(mod.data):
+                found += scan_lists(it, mod)
+        except RecursionError:
+            prog.drop(mod, TOO_DEEP)
+            continue
         gates += _finish(mod, found, inputs.get(mod.path, ""))
     gates.sort(key=lambda g: (g.file, g.line, g.id))
     errors = sorted(prog.errors, key=lambda e: e.file)
@@ -53,7 +58,14 @@ def load(files: Sequence[model.SourceFile]):
     tokens = names.table().tokens
     prog = Program(files)
     relevant = Relevance(tokens)
-    pending, rest = _split(files, tokens)
+    sources = []
+    for f in files:
+        reason = _not_source(f.data)
+        if reason:
+            prog.errors.append(model.FileError(f.path, reason, f.input))
+        else:
+            sources.append(f)
+    pending, rest = _split(sources, tokens)
     known: set[str] = set()
     words: dict[int, set[str]] = {}
     for _ in range(_MAX_ROUNDS):
@@ -62,10 +74,13 @@ def load(files: Sequence[model.SourceFile]):
         it = Interp(prog, relevant)
         fresh: set[str] = set()
         for mod in list(prog.by_path.values()):
-            for node, scope, bound in mod.units:
-                todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
-                if todo and relevant(mod, node) and _is_predicate(it, mod, node, scope, todo[0]):
-                    fresh.update(todo)
+            try:
+                for node, scope, bound in mod.units:
+                    todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
+                    if todo and relevant(mod, node) and _is_predicate(it, mod, node, scope, todo[0]):
+                        fresh.update(todo)
+            except RecursionError:  # the evaluator recurses along the syntax tree
+                prog.drop(mod, TOO_DEEP)
         if not fresh:
             break
         known |= fresh
@@ -127,6 +142,16 @@ class Relevance:
         hits = self._hits(mod)
         i = bisect.bisect_left(hits, node.start_byte)
         return i < len(hits) and hits[i] < node.end_byte
+
+
+def _not_source(data: bytes) -> str:
+    """Why bytes named ``.py`` are no Python source at all (the byte search would pass them
+    over in silence), or ``""``. Python reads UTF-8 or a declared 8-bit encoding, never UTF-16."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text: Python source must be UTF-8 or declare an ASCII-compatible encoding; skipped"
+    if b"\0" in data[:8192]:
+        return "binary file with a source extension (NUL bytes); skipped"
+    return ""
 
 
 def _split(files, pattern: re.Pattern):

@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 WHEEL_CACHE = Path(os.environ.get("ARCHAUDIT_WHEEL_CACHE", Path.home() / ".cache" / "archaudit-wheels"))
 
-os.environ.setdefault("ARCHAUDIT_STRICT", "1")
 # Tests never touch the user's result cache.
 os.environ.setdefault("ARCHAUDIT_CACHE_DIR", tempfile.mkdtemp(prefix="archaudit-test-cache-"))
 

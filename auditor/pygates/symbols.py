@@ -305,6 +305,16 @@ class Program:
             self.add(mod)
         return mod
 
+    def drop(self, mod: Module, reason: str) -> None:
+        """Take a module out (it could not be evaluated), listing why."""
+        self.errors.append(FileError(mod.path, reason, self._files[mod.name].input if mod.name in self._files else ""))
+        if self.modules.get(mod.name) is mod:
+            del self.modules[mod.name]
+        self.by_path.pop(mod.path, None)
+        for table in (self.functions, self.methods):
+            for name, entries in table.items():
+                entries[:] = [e for e in entries if e[0] is not mod]
+
     def add(self, mod: Module) -> None:
         self.modules.setdefault(mod.name, mod)
         self.by_path[mod.path] = mod
