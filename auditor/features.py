@@ -11,7 +11,7 @@ import csv
 import io
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import re2
@@ -72,25 +72,73 @@ def facts() -> tuple[Fact, ...]:
     return tuple(rows)
 
 
+def _re2_source(fact: Fact) -> str:
+    """A fact's pattern in RE2 syntax (RE2 has ``\\b`` but no look-behind)."""
+    return fact.pattern.pattern.replace(_NOT_AFTER_WORD, r"\b")
+
+
 @cache
 def _combined():
     """All facts as one RE2 pattern: a DFA scans a region once, whatever the number of facts.
 
     (Python's backtracking engine tries every alternative at every position: ~30 s per MB.)
     """
-    return re2.compile("|".join(f"(?:{f.pattern.pattern})" for f in facts()).replace(_NOT_AFTER_WORD, r"\b"))
+    return re2.compile("|".join(f"(?:{_re2_source(f)})" for f in facts()))
+
+
+@cache
+def _labelled() -> tuple[object, tuple[int, ...]]:
+    """The combined pattern with one capturing group per fact, and the index of each fact's group."""
+    groups, index = [], 1
+    for f in facts():
+        groups.append(index)
+        index += 1 + f.pattern.groups  # the fact's own group, then the groups inside its pattern
+    return re2.compile("|".join(f"({_re2_source(f)})" for f in facts())), tuple(groups)
+
+
+@lru_cache(maxsize=4096)
+def _fact_of(token: str, word_before: bool, word_after: bool) -> Fact | None:
+    """The fact whose alternative of the combined pattern matched ``token``.
+
+    Leftmost-first alternation takes the first alternative that matches at a position, so
+    that alternative is the first fact matching exactly ``token`` there. Only the word-ness
+    of the characters on either side (for ``\\b``) matters beyond the token itself, so the
+    answer is found once per (token, sides) rather than once per occurrence.
+    """
+    pattern, groups = _labelled()
+    text = ("a" if word_before else " ") + token + ("a" if word_after else " ")
+    m = pattern.fullmatch(text, 1, 1 + len(token))
+    if m is None:
+        return None
+    return next((f for f, g in zip(facts(), groups) if m.start(g) != -1), None)
+
+
+def _is_word(text: str, i: int) -> bool:
+    return 0 <= i < len(text) and (text[i].isascii() and (text[i].isalnum() or text[i] == "_"))
 
 
 def scan_region(text: str, first_line: int) -> list[tuple[int, str, Fact]]:
-    """(line, token, fact) for every fact found in ``text``, which starts at ``first_line``."""
+    """(line, token, fact) for the first use of each fact on each line of ``text``, which starts at ``first_line``.
+
+    One pass of the combined pattern; later uses of a fact on the same line are dropped
+    (``distinct`` keeps the first use per fact in any range of lines), so a megabyte line
+    of one token costs one entry, not 60,000.
+    """
     out: list[tuple[int, str, Fact]] = []
+    seen: set[str] = set()
     line, pos = first_line, 0
     for m in _combined().finditer(text):
-        line += text.count("\n", pos, m.start())
-        pos = m.start()
-        fact = next((f for f in facts() if f.pattern.match(text, m.start())), None)
-        if fact is not None:
-            out.append((line, m.group(0), fact))
+        start, end = m.span()
+        newlines = text.count("\n", pos, start)
+        if newlines:
+            line += newlines
+            seen.clear()
+        pos = start
+        token = m.group(0)
+        fact = _fact_of(token, _is_word(text, start - 1), _is_word(text, end))
+        if fact is not None and fact.token not in seen:
+            seen.add(fact.token)
+            out.append((line, token, fact))
     return out
 
 
