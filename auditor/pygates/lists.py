@@ -72,10 +72,11 @@ def _listed(it: Interp, mod: Module, node: Node, entry: dict):
         if assign is None or not assign.child_by_field_name("left").text.decode().endswith(entry["assign"]):
             return None
         value, where = assign.child_by_field_name("right"), assign
-    items, resolution = _constant(it, mod, value)
+    unit = entry["unit"]
+    members = _enum_members(value) if unit == "target" else None
+    items, resolution = (members, None) if members else _constant(it, mod, value)
     if items is None:
         return None
-    unit = entry["unit"]
     if unit == "target":
         domain = "target"
         admits = arch.sort_archs("target", (s for s in items if isinstance(s, str) and s in arch.target_order()))
@@ -99,6 +100,22 @@ def _listed(it: Interp, mod: Module, node: Node, entry: dict):
         context=context_of(mod, context_node), resolved_by="definition" if resolution else "literal",
         resolutions=(resolution,) if resolution else (), body_lines=(line_of(body), body.end_point[0] + 1),
     )
+
+
+def _enum_members(node: Node) -> tuple[str, ...] | None:
+    """``[Arch.sm_100a, Arch.sm_103a]``: members of an arch enum, named for the nvcc targets they
+    stand for (CuTe DSL), read by name rather than by the value the enum gives them."""
+    if node.type not in ("list", "tuple", "set"):
+        return None
+    names = []
+    for c in node.named_children:
+        if c.type == "comment":
+            continue
+        attr = c.child_by_field_name("attribute") if c.type == "attribute" else None
+        if attr is None or not _NUMBER.match(attr.text.decode()):
+            return None
+        names.append(attr.text.decode())
+    return tuple(names) or None
 
 
 def _listed_cap(label: str, items, unit: str) -> bool:
