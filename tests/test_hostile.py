@@ -752,8 +752,6 @@ def test_html_and_markdown_escape_markup_from_the_scanned_code(tmp_path):
     assert "<script" not in rendered and "&lt;script&gt;" in rendered
 
 
-@pytest.mark.xfail(strict=True, reason="render/html.py and render/markdown.py pass ESC and bidi overrides from "
-                                       "file names and conditions through raw (reported to the renderers' owner)")
 def test_html_and_markdown_escape_control_characters(tmp_path):
     result, table = _evil_result(tmp_path)
     for fmt in ("html", "markdown"):

@@ -172,3 +172,15 @@ def test_real_wheel_report_stays_small_and_quick(tmp_path):
     print(f"\n{len(result.gates)} gates: {size / 1e6:.1f} MB, interactive after {interactive:.2f} s")
     assert interactive < 15
     assert problems == []
+
+
+def test_control_characters_are_page_text_and_excerpt_tabs_stay(tmp_path):
+    source = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n\tint x; // \u2066\n#endif\n"
+    (tmp_path / "a\x1b[31m\u202ec.cu").write_text(source, "utf-8")
+    page = html.render(scan(tmp_path))
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", page)
+    data = json.loads(re.search(r'<script type="application/json" id="archaudit-data">(.*?)</script>', page, re.S)[1])
+    assert [f[1] for f in data["files"]] == ["a\\x1b[31m\\u202ec.cu"], "the escapes are the text the page shows"
+    code = json.loads(re.search(r'<script type="application/json" id="archaudit-code">(.*?)</script>', page, re.S)[1])
+    lines = ["".join(line[1::2]) for runs in code.values() for _, rows in runs for line in rows]
+    assert "\tint x; // \\u2066" in lines

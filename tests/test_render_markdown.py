@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from auditor import github
+from auditor import diff, github
+from auditor.render import diff as render_diff
 from auditor.render import markdown
 from auditor.render.json import verdicts
 from auditor.render.report import SEVERITIES
@@ -76,3 +77,20 @@ def test_a_clean_scan_says_so(tmp_path):
     text = markdown.render(scan(tmp_path, formats=("markdown",)))
     assert "### archaudit: 0 of 1 architecture gates exclude 12.0, 12.1" in text
     assert "No architecture gate excludes 12.0, 12.1." in text and "<details open>" not in text
+
+
+CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_control_characters_show_as_escapes_and_tables_keep_their_lines(tmp_path):
+    condition = "__CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200 && '\x1b' == 27"
+    (tmp_path / "a\x1fb\x85\u2066c.cu").write_text(f"#if {condition}\nint x;\n#endif\n", "utf-8")
+    result = scan(tmp_path, formats=("markdown",))
+    text = markdown.render(result)
+    assert not CONTROLS.search(text), repr(text)
+    assert "`a\\x1fb\\x85\\u2066c.cu:1`" in text, "shown, not blanked or collapsed into a space"
+    assert "'\\x1b' == 27" in text
+    d = diff.compare(replace(result, gates=(), findings=()), result)
+    md = render_diff.render_markdown(d)
+    assert not CONTROLS.search(md) and "a\\x1fb\\x85\\u2066c.cu" in md
+    assert "\\n" not in md, "line breaks of the template's own tables stay line breaks"

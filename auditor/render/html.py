@@ -15,6 +15,7 @@ Pygments highlights them here, into (class, text) runs the script turns into spa
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from typing import Any, Iterable, Mapping
 
@@ -28,6 +29,7 @@ from pygments.token import STANDARD_TYPES, _TokenType
 from auditor import arch, predicates
 from auditor.model import AuditResult, Gate
 from auditor.render import report
+from auditor.render.text import INVISIBLE, printable
 
 BEFORE = 1
 """Lines of context shown above a gate."""
@@ -43,7 +45,9 @@ GATE_FIELDS = (
     "name_implies", "compact",
 )
 """A gate's row in the page data is a list in this order (names would repeat 20k times)."""
-_JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_SCRIPT_UNSAFE = re.compile(rf"[<>&{INVISIBLE}]")
+"""Characters JSON may carry raw that must not reach a ``<script>`` element: markup, and the
+invisible ones (C1 controls, bidi overrides, line separators). json.dumps escapes C0 itself."""
 
 
 def windows(gate: Gate) -> list[tuple[int, int]]:
@@ -187,7 +191,7 @@ def view(result: AuditResult) -> dict:
         lines = excerpts.get((inp, path))
         if lines:
             code[n] = _highlight(lines, language, classes)
-    return {
+    page = {
         "tool": {"name": "archaudit", "version": result.tool_version},
         "inputs": [[i.path, i.kind] for i in result.inputs],
         "targets": [[t.label, t.capability, list(t.variants)] for t in targets],
@@ -201,6 +205,20 @@ def view(result: AuditResult) -> dict:
                          "remediation": r.remediation, "references": list(r.references)}
                   for r in sorted(rules.values(), key=lambda r: r.id)},
     }
+    # Scanned text is shown as the page's text: control characters and bidi overrides as
+    # visible escapes, as in every report; tabs kept in excerpts. Gate rows hold no text.
+    return {k: v if k == "gates" else _shown(v, "\t" if k == "code" else "") for k, v in page.items()}
+
+
+def _shown(value: Any, keep: str = "") -> Any:
+    """``value`` with every string in it made printable (lists and dict values walked)."""
+    if isinstance(value, str):
+        return printable(value, keep)
+    if isinstance(value, list):
+        return [_shown(v, keep) for v in value]
+    if isinstance(value, dict):
+        return {k: _shown(v, keep) for k, v in value.items()}
+    return value
 
 
 def _is_target_column(domain: str, column: str, targets) -> bool:
@@ -210,11 +228,10 @@ def _is_target_column(domain: str, column: str, targets) -> bool:
 
 
 def script_json(data: Any) -> Markup:
-    """JSON safe inside ``<script>``: no ``<``, ``>`` or ``&`` can end the element or open a comment."""
+    """JSON safe inside ``<script>``: no ``<``, ``>`` or ``&`` can end the element or open a comment,
+    and no control character or bidi override is carried raw."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    for char, escape in _JSON_ESCAPES:
-        text = text.replace(char, escape)
-    return Markup(text)
+    return Markup(_SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
 @cache

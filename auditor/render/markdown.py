@@ -21,11 +21,18 @@ LIMIT = 65_536 - 512
 """GitHub's comment limit, less room for the marker and a note the poster may add."""
 ICONS = {"high": "🔴", "medium": "🟠", "low": "🟡", "info": "🔵", "": "⚪"}
 _CODE = re.compile(r"(`+)(.+?)\1")
+_SPACE = re.compile(r"[ \t\n\r\f\v]+")
+
+
+def _one_line(text: object) -> str:
+    """``text`` with runs of ASCII white space as one space; other controls stay, for the
+    templates to show as escapes (``report.visible``) rather than as blanks."""
+    return _SPACE.sub(" ", str(text)).strip(" ")
 
 
 def code(text: str) -> str:
     """An inline code span that survives any backticks inside and sits safely in a table cell."""
-    text = " ".join(str(text).split()).replace("|", "\\|")
+    text = _one_line(text).replace("|", "\\|")
     fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -40,7 +47,7 @@ def _plain(text: str) -> str:
 
 def inline(text: str) -> str:
     """Prose with backticked code (rule messages) for a table cell: HTML and markdown stay text."""
-    text = " ".join(str(text).split())
+    text = _one_line(text)
     out, pos = [], 0
     for m in _CODE.finditer(text):
         out += [_plain(text[pos : m.start()]), code(m.group(2))]

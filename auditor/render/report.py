@@ -12,21 +12,32 @@ from functools import cache
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from auditor.model import AuditResult, Finding, Gate
 from auditor.render.json import verdicts
+from auditor.render.text import printable
 
 SEVERITIES = ("high", "medium", "low", "info")
 """Worst first, as reports list them."""
 CLASSIFICATIONS = ("hardware", "conservative", "unknown")
 
 
+def visible(value: Any) -> Any:
+    """What a template prints: strings with control characters and bidi overrides written as
+    escapes (:func:`~auditor.render.text.printable`); anything else, and markup a renderer
+    built as safe (the page data, the stylesheet), as it is. Line breaks and tabs stay: a
+    macro's output is a string too, laid out over lines (cells collapse white space themselves)."""
+    return printable(value, "\t\n") if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 @cache
 def templates() -> jinja2.Environment:
-    """The ``auditor.reports`` templates: autoescape for HTML, and no silent blanks."""
+    """The ``auditor.reports`` templates: autoescape for HTML, no silent blanks, no raw control characters."""
     return jinja2.Environment(
         loader=jinja2.PackageLoader("auditor.reports", "."),
         autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+        finalize=visible,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

@@ -11,16 +11,20 @@ from auditor.model import AuditResult
 from auditor.render.json import extra, verdicts
 
 
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+INVISIBLE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
+"""A character class body: C1 controls, bidi marks and overrides, line separators (C0 aside)."""
+_UNPRINTABLE = re.compile(rf"[\x00-\x1f{INVISIBLE}]")
 
 
-def printable(text: str) -> str:
+def printable(text: str, keep: str = "") -> str:
     """``text`` with control characters written as escapes (``\\x1b``, ``\\u202e``).
 
     Paths, conditions and messages come from the scanned code: an ESC sequence or a bidi
-    override in a file name must reach the terminal as text, not act on it.
+    override in a file name must reach the terminal (or a browser, or a PR comment) as
+    text, not act on it. Characters in ``keep`` (a tab in a source excerpt) stay as they are.
+    Every report that shows scanned text goes through this one function.
     """
-    return _UNPRINTABLE.sub(lambda m: ascii(m.group())[1:-1], text)
+    return _UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else ascii(m.group())[1:-1], text)
 
 
 def binaries_section(result: AuditResult) -> list[str]:
