@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from functools import cache
 from pathlib import Path
 
@@ -49,8 +50,21 @@ def test_rules_come_from_the_rule_files_sorted(log):
         assert r["shortDescription"]["text"] == source.message
         assert r["fullDescription"]["text"] == source.rationale
         assert r["help"]["text"] == source.remediation
-        assert r["helpUri"].endswith(f"/docs/rules.md#{source.id.lower()}-{source.name}")
+        if sarif.PROJECT_URL:
+            anchor = f"{source.id.lower()}-{source.name}"
+            assert r["helpUri"] == sarif.PROJECT_URL.rstrip("/") + f"/blob/main/docs/rules.md#{anchor}"
+        else:
+            assert "helpUri" not in r
         assert r["defaultConfiguration"]["level"] == sarif.LEVELS[source.severity]
+
+
+def test_links_point_at_the_project_url_or_nowhere(log):
+    """No placeholder address: links derive from pyproject's [project.urls], or are left out."""
+    urls = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))["project"].get("urls", {})
+    assert (sarif.PROJECT_URL in urls.values()) if urls else sarif.PROJECT_URL is None
+    driver = log["runs"][0]["tool"]["driver"]
+    assert driver.get("informationUri") == sarif.PROJECT_URL
+    assert "OWNER" not in json.dumps(log)
 
 
 def test_results_are_ordered_fingerprinted_and_srcroot_relative(log):

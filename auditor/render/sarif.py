@@ -17,8 +17,11 @@ from auditor.render.report import rules_of
 
 VERSION = "2.1.0"
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://github.com/OWNER/archaudit"
-HELP_URI = INFORMATION_URI + "/blob/main/docs/rules.md#{anchor}"
+PROJECT_URL: str | None = None
+"""The project's public home, as ``[project.urls]`` in pyproject.toml gives it (a test keeps the
+two equal). There is none yet, so the log has no ``informationUri`` and no rule ``helpUri``
+(both optional in SARIF 2.1.0) rather than a made-up address."""
+HELP_PATH = "/blob/main/docs/rules.md#{anchor}"
 """A rule's section in the generated rule docs (heading ``ARCH001 `name` `` -> ``#arch001-name``)."""
 FINGERPRINT = "archauditGate/v1"
 """``partialFingerprints`` key: the gate's fingerprint survives line moves."""
@@ -34,16 +37,18 @@ def _descriptor(rule_id: str, rule: Any, findings: Iterable[Finding]) -> dict:
     if rule is None:
         first = next(iter(findings))
         return {"id": rule_id, "defaultConfiguration": {"level": LEVELS.get(first.severity, "note")}}
-    return {
+    out = {
         "id": rule.id,
         "name": rule.name,
         "shortDescription": {"text": rule.message},
         "fullDescription": {"text": rule.rationale},
         "help": {"text": rule.remediation, "markdown": rule.remediation},
-        "helpUri": HELP_URI.format(anchor=f"{rule.id.lower()}-{rule.name}"),
         "defaultConfiguration": {"level": LEVELS.get(rule.severity, "note")},
         "properties": {"tags": ["gpu-architecture", rule.name], "references": list(rule.references)},
     }
+    if PROJECT_URL:
+        out["helpUri"] = PROJECT_URL.rstrip("/") + HELP_PATH.format(anchor=f"{rule.id.lower()}-{rule.name}")
+    return out
 
 
 def _location(base: str, file: str, line: int, end_line: int = 0) -> dict:
@@ -93,7 +98,7 @@ def document(result: AuditResult) -> dict:
             "tool": {"driver": {
                 "name": "archaudit",
                 "version": result.tool_version,
-                "informationUri": INFORMATION_URI,
+                **({"informationUri": PROJECT_URL} if PROJECT_URL else {}),
                 "rules": [_descriptor(r, known.get(r), (f for f in findings if f.rule == r)) for r in used],
             }},
             "originalUriBaseIds": {
