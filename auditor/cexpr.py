@@ -259,30 +259,21 @@ def parse(text: str) -> Node:
 
 def identifiers(node: Node, acc: Optional[set[str]] = None) -> set[str]:
     """Every macro name a condition mentions (in ``defined``, as a value or a call)."""
-    acc = set() if acc is None else acc
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        tag = n[0]
-        if tag in ("id", "defined", "call"):
-            acc.add(n[1])
-        elif tag == "un":
-            stack.append(n[2])
-        elif tag == "bin":
-            stack.extend((n[2], n[3]))
-        elif tag == "cond":
-            stack.extend((n[1], n[2], n[3]))
-    return acc
+    return _names(node, ("id", "defined", "call"), set() if acc is None else acc)
 
 
 def value_identifiers(node: Node) -> set[str]:
     """Names used as values or calls, not only under ``defined``."""
-    acc: set[str] = set()
+    return _names(node, ("id", "call"), set())
+
+
+def _names(node: Node, tags: tuple[str, ...], acc: set[str]) -> set[str]:
+    """Adds to ``acc`` the name of every node tagged one of ``tags`` (an explicit stack: no recursion limit)."""
     stack = [node]
     while stack:
         n = stack.pop()
         tag = n[0]
-        if tag in ("id", "call"):
+        if tag in tags:
             acc.add(n[1])
         elif tag == "un":
             stack.append(n[2])
