@@ -1,8 +1,10 @@
 """Result cache: per-file structure and per-input results, keyed by content and tool digests.
 
-Entries live in one SQLite file in the user cache dir. They are JSON, never pickle: a cache
-directory could be shared or tampered with, and loading must not run code. Anything that
-does not decode into the expected shape is ignored and recomputed, never trusted.
+Entries live in one SQLite file at the root of the user cache dir. They are JSON, never
+pickle: a cache directory could be shared or tampered with, and loading must not run code.
+Each value carries a digest of its key and text, so a damaged entry, or one written under
+another key (or by another tool), is a miss; anything that does not decode into the expected
+shape is ignored and recomputed, never trusted.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from dataclasses import fields
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from auditor import __version__
-from auditor.model import Feature, FileError, Gate, Resolution, SourceFile
+from auditor.model import Feature, FileError, Finding, Gate, Resolution
 from auditor.preprocessor import Branch, Definition, Structure
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 @cache
@@ -46,13 +48,11 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def input_digest(files: Sequence[SourceFile], errors: Sequence[FileError]) -> str:
-    """Digest of a whole input: every path with its content, and the read errors."""
+def input_digest(files: Iterable[tuple[str, str, str, str]]) -> str:
+    """Digest of a whole input from its files' (path, language, read error, content digest)."""
     h = hashlib.blake2b(tool_digest().encode(), digest_size=16)
-    for f in sorted(files, key=lambda f: f.path):
-        h.update(f"{f.path}\0{f.language}\0{content_digest(f.data)}\n".encode("utf-8", "surrogatepass"))
-    for e in sorted(errors, key=lambda e: (e.file, e.reason)):
-        h.update(f"E{e.file}\0{e.reason}\n".encode("utf-8", "surrogatepass"))
+    for path, language, error, digest in sorted(files):
+        h.update(f"{path}\0{language}\0{error}\0{digest}\n".encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
 
@@ -76,9 +76,28 @@ class Cache:
             return None
         try:
             row = self.db.execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
-            return json.loads(row[0]) if row else None
-        except (sqlite3.Error, ValueError, TypeError):
+        except sqlite3.Error:
             return None
+        return _open(key, row[0]) if row else None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The decoded entries found among ``keys`` (missing and unreadable ones left out)."""
+        out: dict[str, Any] = {}
+        if self.db is None:
+            return out
+        unique = sorted(set(keys))
+        try:
+            for i in range(0, len(unique), 500):
+                part = unique[i : i + 500]
+                rows = self.db.execute(f"SELECT key, value FROM entries WHERE key IN ({','.join('?' * len(part))})",
+                                       part).fetchall()
+                for key, value in rows:
+                    entry = _open(key, value)
+                    if entry is not None:
+                        out[key] = entry
+        except sqlite3.Error:
+            return {}
+        return out
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
         """Store entries; a read-only or broken cache is silently skipped."""
@@ -86,8 +105,7 @@ class Cache:
             return
         try:
             with self.db:
-                self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)",
-                                    [(k, json.dumps(v, separators=(",", ":"))) for k, v in items])
+                self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)", [(k, _seal(k, v)) for k, v in items])
         except (sqlite3.Error, ValueError, TypeError):
             pass
 
@@ -95,6 +113,29 @@ class Cache:
         """Release the database."""
         if self.db is not None:
             self.db.close()
+
+
+def _check(key: str, text: str) -> str:
+    return hashlib.blake2b(f"{key}\0{text}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _seal(key: str, value: Any) -> str:
+    """An entry's stored text: the digest of key and JSON, a newline, the JSON."""
+    text = json.dumps(value, separators=(",", ":"))
+    return f"{_check(key, text)}\n{text}"
+
+
+def _open(key: str, stored: Any) -> Any:
+    """The value of a stored entry, or None when it is not what :func:`_seal` wrote for this key."""
+    if not isinstance(stored, str):
+        return None
+    check, _, text = stored.partition("\n")
+    if check != _check(key, text):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 # --- JSON <-> model ---------------------------------------------------------------------
@@ -134,6 +175,31 @@ def decode_result(d: Any) -> Optional[tuple[list[Gate], list[FileError]]]:
     try:
         return [decode_gate(g) for g in d["gates"]], [FileError(*e) for e in d["errors"]]
     except (KeyError, TypeError, ValueError):
+        return None
+
+
+def encode_final(gates: Sequence[Gate], findings: Sequence[Finding], errors: Sequence[FileError],
+                 records: Sequence[dict]) -> dict:
+    """One input's finished result: gates with features, findings, errors, binary records."""
+    return {"gates": [encode_gate(g) for g in gates],
+            "findings": [[getattr(f, x.name) for x in fields(Finding)] for f in findings],
+            "errors": [[e.file, e.reason, e.input] for e in errors],
+            "binaries": [dict(r, entries=[dict(e) for e in r["entries"]]) for r in records]}
+
+
+def decode_final(d: Any) -> Optional[tuple[list[Gate], list[Finding], list[FileError], tuple[dict, ...]]]:
+    """Inverse of encode_final, or None when the entry is not what we wrote."""
+    try:
+        gates = [decode_gate(g) for g in d["gates"]]
+        findings = [Finding(*f) for f in d["findings"]]
+        errors = [FileError(*e) for e in d["errors"]]
+        records = tuple(dict(r, entries=tuple(dict(e) for e in r["entries"]), verdicts=dict(r["verdicts"]))
+                        for r in d["binaries"])
+        if not all(isinstance(f.line, int) and isinstance(f.rule, str) for f in findings) \
+                or not all(isinstance(r["path"], str) for r in records):
+            return None
+        return gates, findings, errors, records
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 

@@ -200,12 +200,17 @@ def _excerpts(result: AuditResult, args) -> dict:
     needed = html.needed_lines(result)
     out: dict = {}
     download = (args.cache_dir or default_cache_dir()) / "downloads"
-    for p in providers(args.inputs, Filters(tuple(args.include), tuple(args.exclude)), download):
-        for f in read_all(p)[0]:
-            want = needed.get((p.spec, f.path))
-            if want:
-                lines = f.data.decode("utf-8", "replace").split("\n")
-                out[(p.spec, f.path)] = {n: lines[n - 1] for n in sorted(want) if n <= len(lines)}
+    for spec in args.inputs or [None]:
+        try:
+            provs = providers([spec] if spec else [], Filters(tuple(args.include), tuple(args.exclude)), download)
+            for p in provs:
+                for f in read_all(p)[0]:
+                    want = needed.get((p.spec, f.path))
+                    if want:  # only these files are read again
+                        lines = f.data.decode("utf-8", "replace").split("\n")
+                        out[(p.spec, f.path)] = {n: lines[n - 1] for n in sorted(want) if n <= len(lines)}
+        except InputError:
+            continue  # an input that could not be read at all has no excerpts
     return out
 
 
@@ -264,6 +269,8 @@ def cmd_scan(args) -> int:
         _say(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}")
     write_baseline(result, args)
     emit(result, args)
+    if dict(result.extras).get("failed_inputs"):
+        return EXIT_ERROR  # the others were scanned and reported; this one could not be read at all
     return exit_code(result, args.fail_on)
 
 

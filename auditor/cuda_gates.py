@@ -36,15 +36,19 @@ class FileScan:
 
 def decode(f: SourceFile) -> Union[str, FileError]:
     """Source text, or a one-line reason it is not text."""
-    data = f.data
+    return decode_bytes(f.path, f.data, f.input)
+
+
+def decode_bytes(path: str, data: bytes, input_name: str = "") -> Union[str, FileError]:
+    """:func:`decode` of a file's bytes."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # before the NUL test: UTF-16 text is full of NULs
         try:
             return data.decode("utf-16")
         except UnicodeDecodeError as exc:
-            return FileError(f.path, f"UTF-16 byte order mark but not UTF-16 ({exc.reason} at offset {exc.start}); skipped",
-                             f.input)
+            return FileError(path, f"UTF-16 byte order mark but not UTF-16 ({exc.reason} at offset {exc.start}); skipped",
+                             input_name)
     if b"\0" in data[:8192]:
-        return FileError(f.path, "binary file with a source extension (NUL bytes); skipped", f.input)
+        return FileError(path, "binary file with a source extension (NUL bytes); skipped", input_name)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -58,6 +62,25 @@ def scan_file(f: SourceFile) -> Union[FileScan, FileError]:
     text = decode(f)
     if isinstance(text, FileError):
         return text
+    return _scan_text(f, text)
+
+
+def scan_bytes(path: str, data: bytes, input_name: str = "") -> Union[FileScan, FileError, None]:
+    """:func:`scan_file` of a file's bytes; None when it has no directive or CCCL call (nothing
+    to keep). The worker-side entry point: only this compact result leaves the worker."""
+    f = SourceFile(path, b"", "cuda", input_name)
+    text = decode_bytes(path, data, input_name)
+    if isinstance(text, FileError):
+        return text
+    if "#" not in text and "_TARGET" not in text:
+        return None
+    scan = _scan_text(f, text)
+    if isinstance(scan, FileScan) and not (scan.structure.branches or scan.structure.definitions or scan.cccl):
+        return None
+    return scan
+
+
+def _scan_text(f: SourceFile, text: str) -> Union[FileScan, FileError]:
     try:
         structure = scan_structure(text)
     except NestingError as exc:

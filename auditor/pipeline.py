@@ -1,15 +1,21 @@
 """The scan pipeline, in order: sources -> extract -> evaluate -> (rules) -> AuditResult.
 
-Work on C/CUDA files is spread over processes; derived macros and Python predicate
-definitions are resolved over the whole input, so those stages run once per input.
+Files are streamed: sources list them (path and where the bytes are), worker processes read
+each one themselves and send back only compact results (digest, suppression marker, C/CUDA
+directive structure), and later stages re-read only the files they need (guarded regions,
+suppression comments, shared objects). Derived macros and Python predicate definitions are
+resolved over the whole input, so those stages run once per input: the Python pass in a
+worker of its own while this process evaluates the C/CUDA gates.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -18,13 +24,17 @@ from auditor import __version__, arch, binaries, cuda_gates, engine, features, p
 from auditor.arch import Target
 from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
 from auditor.cache import (
-    Cache, content_digest, decode_result, decode_structure, encode_result, encode_structure, input_digest, tool_digest,
+    Cache, content_digest, decode_final, decode_result, decode_structure, encode_final, encode_result, encode_structure,
+    input_digest, tool_digest,
 )
 from auditor.preprocessor import Evaluator, MacroTable, Structure
-from auditor.sources import Filters, Provider, providers, read_all
+from auditor.sources import (
+    Filters, InputError, LazyFile, Origin, Provider, ReadError, close_archives, provider_for, providers, read_all,
+    read_file, read_origin,
+)
 
 PARALLEL_MIN_FILES = 400
-"""Below this many C/CUDA files a process pool costs more than it saves."""
+"""Below this many files a process pool costs more than it saves."""
 
 
 @dataclass(frozen=True)
@@ -50,91 +60,216 @@ class Options:
     """Findings already known (``engine.load_baseline``); they are not reported again."""
 
 
-def _scan_chunk(files: list[SourceFile]):
-    return [cuda_gates.scan_file(f) for f in files]
+
+CHUNK_BYTES = 8 * 2**20
+"""In-memory files (sdists, git revisions) go to a worker in batches of about this many bytes."""
+MARKER = b"archaudit:"
+"""Files that mention it may hold suppression comments (the rule engine reads only those)."""
 
 
-def scan_cuda(files: Sequence[SourceFile], jobs: int, progress=None, store: Optional[Cache] = None) -> list:
-    """Per-file structure of C/CUDA files (cached by content), in parallel when it pays."""
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """What the first read of a file told: why it could not be read, or its digest and marker."""
+
+    error: Optional[str] = None
+    digest: str = ""
+    """Content digest (only when a cache asked for it)."""
+    marker: bool = False
+    """Whether it mentions :data:`MARKER`."""
+
+
+def _task(f, digest: bool, scan: bool) -> tuple:
+    """A file as a worker task: where to read it (or its bytes), and what to do with them."""
+    return (f.origin if isinstance(f, LazyFile) else f.data, f.path, f.input, f.language, digest, scan)
+
+
+def _work(tasks: Sequence[tuple]) -> list[tuple[FileRead, object]]:
+    """Worker side: read each file once; digest, marker and (C/CUDA) structure from its bytes.
+
+    The bytes stay in the worker: only the compact result travels back.
+    """
+    out: list[tuple[FileRead, object]] = []
+    for payload, path, input_name, language, digest, scan in tasks:
+        try:
+            data = read_origin(payload) if isinstance(payload, Origin) else payload
+        except ReadError as exc:
+            out.append((FileRead(error=str(exc)), None))
+            continue
+        result = cuda_gates.scan_bytes(path, data, input_name) if scan and language == "cuda" else None
+        out.append((FileRead(None, content_digest(data) if digest else "", MARKER in data), result))
+    return out
+
+
+def _python_task(files: Sequence, checked: bool) -> tuple[list[Gate], list[FileError]]:
+    """The Python pass over the readable files (``checked``: all known to be readable)."""
+    if not checked:
+        files = [f for f in files if _readable(f)]
+    return python_gates.extract(files)
+
+
+def _readable(f) -> bool:
+    try:
+        read_file(f)
+    except ReadError:
+        return False
+    return True
+
+
+class _Runner:
+    """Where one input's work runs: this process, or a pool of ``jobs`` worker processes.
+
+    Tasks hold paths for files on disk or in a zip (the worker reads them itself) and bytes
+    only for in-memory files, sent in bounded batches; results come back in order.
+    """
+
+    def __init__(self, jobs: int, files: int, progress=None):
+        self.workers = jobs or os.cpu_count() or 1
+        use_pool = self.workers > 1 and files >= PARALLEL_MIN_FILES
+        self.pool = ProcessPoolExecutor(max_workers=self.workers) if use_pool else None
+        self.progress = progress
+
+    def __enter__(self) -> "_Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, fn, *args) -> Future:
+        """One job: in a worker when there is a pool, else now."""
+        if self.pool is not None:
+            return self.pool.submit(fn, *args)
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+    def map(self, files: Sequence, digest: bool, scan: bool, stage: str = "read") -> list[tuple[FileRead, object]]:
+        """:func:`_work` over ``files``, results in their order."""
+        if self.pool is None:
+            return _work([_task(f, digest, scan) for f in files])
+        chunks = self._chunks(files)
+        # Lazy files cost a path per task: queue them all. In-memory ones wait for a free slot.
+        window = len(chunks) if all(isinstance(f, LazyFile) for f in files) else 2 * self.workers
+        out: list[tuple[FileRead, object]] = []
+        pending: deque[Future] = deque()
+        done = 0
+        for lo, hi in chunks:
+            pending.append(self.pool.submit(_work, [_task(f, digest, scan) for f in files[lo:hi]]))
+            while len(pending) > window or (pending and len(pending) + done == len(chunks)):
+                out += pending.popleft().result()
+                done += 1
+                if self.progress:
+                    self.progress(stage, done, len(chunks))
+        return out
+
+    def _chunks(self, files: Sequence) -> list[tuple[int, int]]:
+        count = max(16, len(files) // (self.workers * 8))
+        out, lo, size = [], 0, 0
+        for i, f in enumerate(files):
+            size += 0 if isinstance(f, LazyFile) else len(f.data)
+            if i + 1 - lo >= count or size >= CHUNK_BYTES:
+                out.append((lo, i + 1))
+                lo, size = i + 1, 0
+        if lo < len(files):
+            out.append((lo, len(files)))
+        return out
+
+
+def scan_cuda(files: Sequence, runner: _Runner, store: Optional[Cache] = None, digests: Sequence[str] = ()) -> list:
+    """Per-file structure of C/CUDA files (cached by content digest), in parallel when it pays:
+    a FileScan, None for a file with no directive or CCCL call, or a FileError."""
     results: list = [None] * len(files)
-    keys = [f"file:{tool_digest()}:{content_digest(f.data)}" for f in files] if store else []
-    misses = []
-    for i, f in enumerate(files):
-        hit = store.get(keys[i]) if store else None
-        scan = _decode_scan(hit, f) if hit is not None else None
-        if scan is None:
-            misses.append(i)
-        else:
-            results[i] = scan
-    todo = [files[i] for i in misses]
-    workers = jobs or os.cpu_count() or 1
-    if workers <= 1 or len(todo) < PARALLEL_MIN_FILES:
-        computed = [cuda_gates.scan_file(f) for f in todo]
-    else:
-        size = max(16, len(todo) // (workers * 8))
-        chunks = [list(todo[i : i + size]) for i in range(0, len(todo), size)]
-        computed = []
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for n, part in enumerate(pool.map(_scan_chunk, chunks)):
-                computed.extend(part)
-                if progress:
-                    progress("c/cuda", n + 1, len(chunks))
-    for i, r in zip(misses, computed):
-        results[i] = r
+    keys = [f"file:{tool_digest()}:{d}" for d in digests] if store else []
+    misses = list(range(len(files)))
     if store:
-        store.put_many([(keys[i], _encode_scan(r)) for i, r in zip(misses, computed)])
+        hits = store.get_many(keys)
+        misses = []
+        for i, f in enumerate(files):
+            scan = _decode_scan(hits[keys[i]], f) if keys[i] in hits else _MISS
+            if scan is _MISS:
+                misses.append(i)
+            else:
+                results[i] = scan
+    computed = runner.map([files[i] for i in misses], digest=False, scan=True, stage="c/cuda")
+    for i, (read, r) in zip(misses, computed):
+        results[i] = FileError(files[i].path, read.error, files[i].input) if read.error else r
+    if store:
+        store.put_many([(keys[i], _encode_scan(results[i])) for i, (read, _) in zip(misses, computed)
+                        if read.error is None])
     return results
 
 
+_MISS = object()
+
+
 def _encode_scan(r) -> list:
+    if r is None:
+        return ["none"]
     if isinstance(r, FileError):
         return ["error", r.reason]
     return ["scan", encode_structure(r.structure), encode_structure(Structure(r.cccl, (), ()))[0]]
 
 
-def _decode_scan(entry, f: SourceFile):
-    """A cached scan for this file, or None when the entry is not one we wrote."""
+def _decode_scan(entry, f):
+    """A cached scan of this file (None: nothing in it), or _MISS for an entry we did not write."""
     try:
-        if entry[0] == "error":
+        if entry == ["none"]:
+            return None
+        if entry[0] == "error" and len(entry) == 2:
             return FileError(f.path, str(entry[1]), f.input)
+        if entry[0] != "scan" or len(entry) != 3:
+            return _MISS
         structure = decode_structure(entry[1])
         cccl = decode_structure([entry[2], [], []]).branches
         return cuda_gates.FileScan(f.path, structure, cccl, f.path.split("/", 1)[0])
     except (IndexError, KeyError, TypeError, ValueError):
-        return None
+        return _MISS
 
 
-def audit_files(files: Sequence[SourceFile], input_name: str, options: Options,
+def audit_files(files: Sequence, input_name: str, options: Options,
                 store: Optional[Cache] = None) -> tuple[list[Gate], list[FileError]]:
-    """Gates of one input's files; errors for files that could not be scanned.
-
-    With a cache, an input whose every file is unchanged costs a read and a hash per file.
-    """
-    key = f"input:{input_digest(files, ())}:{input_name}" if store else ""
-    if store:
-        hit = decode_result(store.get(key))
-        if hit is not None:
-            return hit
-    gates, errors = _audit_files(files, input_name, options, store)
-    if store:
-        store.put_many([(key, encode_result(gates, errors))])
-    return gates, errors
+    """Gates of one input's files (no features yet); errors for files that could not be read or scanned."""
+    files = list(files)
+    with _Runner(options.jobs, len(files), options.progress) as runner:
+        reads = runner.map(files, digest=store is not None, scan=False)
+        py_future = runner.submit(_python_task, _python_files(files, reads), True)
+        gates, errors = _cuda_gates(files, reads, False, input_name, store, runner)
+        py_gates, py_errors = _python_result(py_future, input_name)
+    return gates + py_gates, errors + py_errors
 
 
-def _audit_files(files: Sequence[SourceFile], input_name: str, options: Options,
-                 store: Optional[Cache]) -> tuple[list[Gate], list[FileError]]:
-    errors: list[FileError] = []
-    cuda_files = [f for f in files if f.language == "cuda"]
+def _python_files(files: Sequence, reads: Optional[Sequence[tuple[FileRead, object]]]) -> list:
+    if reads is None:
+        return [f for f in files if f.language == "python"]
+    return [f for f, (r, _) in zip(files, reads) if f.language == "python" and r.error is None]
+
+
+def _cuda_gates(files: Sequence, reads: Sequence[tuple[FileRead, object]], scanned: bool, input_name: str,
+                store: Optional[Cache], runner: _Runner) -> tuple[list[Gate], list[FileError]]:
+    """C/CUDA gates and the input's read and scan errors. ``reads``: the first read of every
+    file (:meth:`_Runner.map`), with the structure of C/CUDA files when ``scanned`` then."""
+    errors = [FileError(f.path, r.error, input_name) for f, (r, _) in zip(files, reads) if r.error]
+    cuda = [(f, r, s) for f, (r, s) in zip(files, reads) if f.language == "cuda" and r.error is None]
+    if scanned:
+        results = [s for _, _, s in cuda]
+    else:
+        results = scan_cuda([f for f, _, _ in cuda], runner, store, [r.digest for _, r, _ in cuda])
+    del cuda
     scans = []
-    for r in scan_cuda(cuda_files, options.jobs, options.progress, store):
-        (scans if isinstance(r, cuda_gates.FileScan) else errors).append(r)
+    for r in results:
+        if isinstance(r, FileError):
+            errors.append(replace(r, input=input_name))
+        elif r is not None:
+            scans.append(r)
+    del results
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    evaluator = Evaluator(table)
-    gates = cuda_gates.gates(scans, table, evaluator, input_name, errors)
-    py_gates, py_errors = python_gates.extract([f for f in files if f.language == "python"])
-    gates += [replace(g, input=input_name) for g in py_gates]
-    errors += [replace(e, input=input_name) for e in py_errors]
+    gates = cuda_gates.gates(scans, table, Evaluator(table), input_name, errors)
     return gates, errors
+
+
+def _python_result(future: Future, input_name: str) -> tuple[list[Gate], list[FileError]]:
+    py_gates, py_errors = future.result()
+    return [replace(g, input=input_name) for g in py_gates], [replace(e, input=input_name) for e in py_errors]
 
 
 def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Sequence[Target]) -> list[Gate]:
@@ -231,18 +366,67 @@ def package_verdicts(records: Sequence[dict]) -> dict[str, dict[str, str]]:
     return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
 
 
-def audit_input_binaries(files: Sequence[SourceFile], input_name: str, options: Options,
-                         store: Optional[Cache] = None):
-    """:func:`audit_input`, plus the input's binary records (:func:`binary_records`)."""
-    gates, errors = audit_files(files, input_name, options, store)
-    gates = with_features(gates, files, options.targets)
-    listings, bin_errors = read_binaries(files, input_name)
+def audit_input_binaries(files: Sequence, input_name: str, options: Options, store: Optional[Cache] = None):
+    """:func:`audit_input`, plus the input's binary records (:func:`binary_records`).
+
+    Each file is read once up front (in the workers: digest for the cache, suppression marker,
+    and for C/CUDA files without a cache their structure); later stages read again only the
+    files they need. With a cache, an unchanged input costs that read and one lookup.
+    """
+    files = list(files)
+    with _Runner(options.jobs, len(files), options.progress) as runner:
+        py_future: Optional[Future] = None
+        if store is None:  # the Python pass needs no digest: start it now, beside the reads
+            py_future = runner.submit(_python_task, _python_files(files, None), False)
+        reads = runner.map(files, digest=store is not None, scan=store is None)
+        readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
+        marked = [f for f, (r, _) in zip(files, reads) if r.marker]
+        final_key = input_key = ""
+        extracted = None
+        if store is not None:
+            digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
+            final_key = f"result:{digest}:{config_digest(options)}:{input_name}"
+            hit = decode_final(store.get(final_key))
+            if hit is not None:
+                return hit
+            input_key = f"input:{digest}:{input_name}"
+            extracted = decode_result(store.get(input_key))
+        if extracted is not None:
+            raw, errors = extracted
+            gates = with_features(raw, readable, options.targets)
+        else:
+            if py_future is None:
+                py_future = runner.submit(_python_task, _python_files(files, reads), True)
+            raw, errors = _cuda_gates(files, reads, store is None, input_name, store, runner)
+            del reads
+            gates = with_features(raw, readable, options.targets)  # while the Python pass runs
+            py_raw, py_errors = _python_result(py_future, input_name)
+            raw, errors = raw + py_raw, errors + py_errors
+            gates += with_features(py_raw, readable, options.targets)
+            if store is not None:
+                store.put_many([(input_key, encode_result(raw, errors))])
+        del raw
+    listings, bin_errors = read_binaries(readable, input_name)
     records = binary_records(listings, input_name, options.targets)
-    findings = apply_rules(gates, files, options, package_verdicts(records))
-    return gates, findings, errors + bin_errors, records
+    findings = apply_rules(gates, marked, options, package_verdicts(records))
+    result = (gates, findings, errors + bin_errors, records)
+    if store is not None:
+        store.put_many([(final_key, encode_final(*result))])
+    return result
 
 
-def audit_input(files: Sequence[SourceFile], input_name: str, options: Options,
+def config_digest(options: Options) -> str:
+    """What besides the files decides a result: targets, rules, selection, baseline."""
+    rules = rulebook.builtin() if options.rules is None else options.rules
+    parts = [
+        [repr(t) for t in options.targets],
+        [[r.id, r.name, r.severity, list(r.languages), list(r.kinds), r.condition, r.message, r.source] for r in rules],
+        sorted(options.select), sorted(options.ignore), sorted(map(list, options.baseline)),
+    ]
+    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
+
+
+def audit_input(files: Sequence, input_name: str, options: Options,
                 store: Optional[Cache] = None) -> tuple[list[Gate], list[Finding], list[FileError]]:
     """One input, all stages: gates with what they guard, findings, and errors."""
     gates, findings, errors, _ = audit_input_binaries(files, input_name, options, store)
@@ -250,8 +434,21 @@ def audit_input(files: Sequence[SourceFile], input_name: str, options: Options,
 
 
 def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
-    """Scan inputs (none: this interpreter's site-packages) into one result."""
-    provs: list[Provider] = providers(specs, options.filters, options.download_dir)
+    """Scan inputs (none: this interpreter's site-packages) into one result.
+
+    An input that cannot be read at all is reported in ``errors`` (with no file) and named in
+    the ``failed_inputs`` extra, and the other inputs are still scanned; when no input can be
+    read, the first one's InputError is raised.
+    """
+    failed: list[tuple[str, InputError]] = []
+    provs: list[Provider] = []
+    if not specs:
+        provs = providers(specs, options.filters, options.download_dir)
+    for spec in specs:
+        try:
+            provs.append(provider_for(spec, options.filters, options.download_dir))
+        except InputError as exc:
+            failed.append((spec, exc))
     gates: list[Gate] = []
     errors: list[FileError] = []
     findings: list[Finding] = []
@@ -260,9 +457,14 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
     store = Cache(options.cache_dir) if options.cache_dir else None
     try:
         for p in provs:
-            files, read_errors = read_all(p)
+            try:
+                files, read_errors = read_all(p)
+            except InputError as exc:
+                failed.append((p.spec, exc))
+                continue
             inputs.append(p.info())
             g, f, e, b = audit_input_binaries(files, p.spec, options, store)
+            del files
             shipped += b
             gates += g
             findings += f
@@ -270,12 +472,23 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
     finally:
         if store:
             store.close()
+        close_archives()
+    if failed and not inputs:
+        raise failed[0][1]
+    for spec, exc in failed:
+        reason = str(exc)
+        errors.append(FileError("", reason[len(spec) + 2:] if reason.startswith(f"{spec}: ") else reason, spec))
+    extras: list[tuple[str, object]] = []
+    if shipped:
+        extras.append(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))))
+    if failed:
+        extras.append(("failed_inputs", tuple(sorted(spec for spec, _ in failed))))
     return AuditResult(
         tool_version=__version__,
         targets=options.targets,
-        inputs=tuple(inputs),
+        inputs=tuple(sorted(inputs, key=lambda i: (i.path, i.kind))),
         gates=tuple(sorted(gates, key=lambda g: (g.input, g.file, g.line, g.kind, g.id))),
         findings=tuple(sorted(findings, key=lambda f: (f.input, f.file, f.line, f.rule, f.gate))),
         errors=tuple(sorted(set(errors), key=lambda e: (e.input, e.file, e.reason))),
-        extras=(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))),) if shipped else (),
+        extras=tuple(extras),
     )

@@ -39,7 +39,7 @@ MAX_ARCHIVE_MEMBERS = 100_000
 """Members read from one tar archive: each costs ~0.15 ms in tarfile, and 100,000 empty ones fit in 0.5 MB."""
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
 
-Item = Union[SourceFile, FileError]
+Item = Union[SourceFile, "LazyFile", FileError]
 
 
 class InputError(Exception):
@@ -104,6 +104,124 @@ def _make(path: str, data: bytes, origin: str) -> Optional[Item]:
     return SourceFile(path=path, data=data, language=lang, input=origin)
 
 
+class ReadError(Exception):
+    """A file that could not be read; the message is the one-line reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one file's bytes are: small and picklable, so a worker process reads the file itself."""
+
+    name: str
+    """The file's path on disk, or the member's name in ``archive``."""
+    archive: str = ""
+    """The zip archive holding the file ('' for a file on disk)."""
+    index: int = -1
+    """The member's position in the archive's directory (member names may repeat)."""
+    size: int = 0
+    """Size declared by the archive (members only)."""
+
+
+class LazyFile:
+    """A file to scan whose bytes stay where they are until asked for.
+
+    Same fields as :class:`SourceFile`; ``data`` reads the file each time it is asked for
+    (nothing is kept), so a scan holds paths, not contents. A file that can no longer be read
+    (removed during the scan) reads as empty: the pipeline reads every file once through
+    :func:`read_origin` first and reports the unreadable ones.
+    """
+
+    __slots__ = ("path", "language", "input", "origin")
+
+    def __init__(self, path: str, language: str, input: str, origin: Origin):
+        self.path = path
+        self.language = language
+        self.input = input
+        self.origin = origin
+
+    @property
+    def data(self) -> bytes:
+        try:
+            return read_origin(self.origin)
+        except ReadError:
+            return b""
+
+    def __repr__(self) -> str:
+        return f"LazyFile({self.path!r}, {self.language!r}, {self.input!r})"
+
+
+def read_file(f) -> bytes:
+    """A scanned file's bytes (a :class:`SourceFile`'s or a :class:`LazyFile`'s); raises ReadError."""
+    return read_origin(f.origin) if isinstance(f, LazyFile) else f.data
+
+
+def read_origin(o: Origin) -> bytes:
+    """The bytes of one file, with the size caps and checks of the providers; raises ReadError."""
+    if o.archive:
+        return _read_member(o)
+    cap = max_bytes(o.name)
+    try:
+        # O_NONBLOCK: a FIFO put in a file's place since it was listed must not block the open.
+        with open(os.open(o.name, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ReadError("not a regular file")
+            # Sized by stat (a read(n) allocates n up front), but stat can lie (/proc, a
+            # file still growing): whatever follows is read up to the cap.
+            size = st.st_size
+            data = fh.read(size + 1)
+            if len(data) > size:
+                data += fh.read(cap + 1 - len(data))
+    except OSError as exc:
+        raise ReadError(_os_reason(exc)) from None
+    if len(data) > cap:
+        raise ReadError(f"file too large (more than {cap} bytes)")
+    return data
+
+
+def _os_reason(exc: OSError) -> str:
+    return "symlink loop" if exc.errno == 40 else (exc.strerror or str(exc)).lower()
+
+
+_ZIPS: dict[tuple[int, str], zipfile.ZipFile] = {}
+"""Archives open in this process (workers read many members of the same few), by process id:
+a forked worker must not share the parent's open file (and its file position)."""
+
+
+def _read_member(o: Origin) -> bytes:
+    zf = _ZIPS.get((os.getpid(), o.archive))
+    if zf is None:
+        try:
+            zf = zipfile.ZipFile(o.archive)
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            raise ReadError(f"archive no longer readable ({_reason(exc)})") from None
+        if len(_ZIPS) >= 4:
+            close_archives()
+        _ZIPS[(os.getpid(), o.archive)] = zf
+    try:
+        infos = zf.infolist()
+        info = infos[o.index] if 0 <= o.index < len(infos) else None
+        if info is None or info.filename != o.name or info.file_size != o.size:
+            raise ReadError("archive changed during the scan")
+        with zf.open(info) as fh:  # inflates at most what the header declares
+            data = fh.read(info.file_size + 1)
+    except ReadError:
+        raise
+    except Exception as exc:  # zipfile raises many kinds on corrupt members
+        raise ReadError(f"corrupt archive member ({_reason(exc)})") from None
+    if len(data) > info.file_size:
+        raise ReadError("member expands past its declared size (zip bomb?)")
+    return data
+
+
+def close_archives() -> None:
+    """Close the archives :func:`read_origin` opened in this process."""
+    for (pid, _), zf in _ZIPS.items():
+        if pid == os.getpid():
+            zf.close()
+    _ZIPS.clear()
+
+
 class Provider:
     """One input; ``collect()`` yields its files (and per-file errors)."""
 
@@ -124,7 +242,8 @@ class Provider:
 
 
 class DirectoryProvider(Provider):
-    """A tree on disk; symlinked files are read, symlinked directories are not followed."""
+    """A tree on disk; symlinked files inside the tree are read, symlinked directories and
+    links that leave the tree are not followed. Files are listed, not read (:class:`LazyFile`)."""
 
     kind = "dir"
 
@@ -153,31 +272,37 @@ class DirectoryProvider(Provider):
                 rel = _rel(rel_dir, name)
                 if not wanted(rel) or not self.filters.accepts(rel):
                     continue
-                item = self.read(os.path.join(dirpath, name), rel)
+                item = self.entry(os.path.join(dirpath, name), rel, real_root)
                 if item is not None:
                     yield item
 
-    def read(self, full: str, rel: str) -> Optional[Item]:
-        """Read one file, turning OS errors into one-line reasons."""
+    def entry(self, full: str, rel: str, inside: Optional[str] = None) -> Optional[Item]:
+        """One file as a :class:`LazyFile`, or why it cannot be scanned (stat only; the bytes are
+        read later). With ``inside``, a symlink whose target lies outside that directory is refused."""
         try:
+            if inside is not None and os.path.islink(full):
+                target = os.path.realpath(full)
+                if not (target + os.sep).startswith(inside.rstrip(os.sep) + os.sep):
+                    os.stat(full)  # a loop or a dangling link says so first
+                    return FileError(rel, "symlink to a file outside the scanned tree, not followed", self.spec)
+                full = target
             st = os.stat(full)
-            if not stat.S_ISREG(st.st_mode):
-                return FileError(rel, "not a regular file", self.spec)
-            cap = max_bytes(rel)
-            if st.st_size > cap:
-                return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)
-            with open(full, "rb") as fh:
-                # Sized by stat (a read(n) allocates n up front), but stat can lie (/proc, a
-                # file still growing): whatever follows is read up to the cap.
-                data = fh.read(st.st_size + 1)
-                if len(data) > st.st_size:
-                    data += fh.read(cap + 1 - len(data))
-            if len(data) > cap:
-                return FileError(rel, f"file too large (more than {cap} bytes)", self.spec)
         except OSError as exc:
-            reason = "symlink loop" if exc.errno == 40 else (exc.strerror or str(exc)).lower()
-            return FileError(rel, reason, self.spec)
-        return _make(rel, data, self.spec)
+            return FileError(rel, _os_reason(exc), self.spec)
+        if not stat.S_ISREG(st.st_mode):
+            return FileError(rel, "not a regular file", self.spec)
+        cap = max_bytes(rel)
+        if st.st_size > cap:
+            return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)
+        head = b""
+        if PurePosixPath(rel).suffix.lower() in TEMPLATE_EXTENSIONS:
+            try:
+                with open(os.open(full, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+                    head = fh.read(4096)
+            except OSError as exc:
+                return FileError(rel, _os_reason(exc), self.spec)
+        lang = language_of(rel, head)
+        return None if lang is None else LazyFile(rel, lang, self.spec, Origin(full))
 
 
 def _rel(rel_dir: str, name: str) -> str:
@@ -196,7 +321,7 @@ def _safe_member(name: str) -> Optional[str]:
 
 
 class ZipProvider(Provider):
-    """A wheel or zip, read in memory."""
+    """A wheel or zip: members are listed here and inflated when read (:class:`LazyFile`)."""
 
     kind = "wheel"
 
@@ -206,8 +331,9 @@ class ZipProvider(Provider):
         except (OSError, zipfile.BadZipFile, ValueError) as exc:
             raise InputError(f"{self.spec}: not a readable zip archive ({_reason(exc)})") from None
         total = 0
+        location = os.path.abspath(self.location)
         with zf:
-            for info in sorted(zf.infolist(), key=lambda i: i.filename):
+            for index, info in sorted(enumerate(zf.infolist()), key=lambda e: e[1].filename):
                 if info.is_dir():
                     continue
                 path = _safe_member(info.filename)
@@ -223,18 +349,17 @@ class ZipProvider(Provider):
                 if total > MAX_ARCHIVE_BYTES:
                     yield FileError(path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (zip bomb?)", self.spec)
                     return
-                try:
-                    with zf.open(info) as fh:  # inflates at most what the header declares
-                        data = fh.read(info.file_size + 1)
-                except Exception as exc:  # zipfile raises many kinds on corrupt members
-                    yield FileError(path, f"corrupt archive member ({_reason(exc)})", self.spec)
-                    continue
-                if len(data) > info.file_size:
-                    yield FileError(path, "member expands past its declared size (zip bomb?)", self.spec)
-                    continue
-                item = _make(path, data, self.spec)
-                if item is not None:
-                    yield item
+                origin = Origin(info.filename, location, index, info.file_size)
+                head = b""
+                if PurePosixPath(path).suffix.lower() in TEMPLATE_EXTENSIONS:
+                    try:
+                        head = read_origin(origin)[:4096]
+                    except ReadError as exc:
+                        yield FileError(path, str(exc), self.spec)
+                        continue
+                lang = language_of(path, head)
+                if lang is not None:
+                    yield LazyFile(path, lang, self.spec, origin)
 
 
 class TarProvider(Provider):
@@ -333,11 +458,12 @@ class InstalledProvider(Provider):
             raise InputError(f"{self.spec}: no such input (not a path, and no installed distribution of that name)") from None
         files = dist.files or []
         reader = DirectoryProvider(self.spec, self.filters)
+        base = os.path.realpath(str(dist.locate_file("")))
         for f in sorted(files, key=str):
             rel = str(f).replace(os.sep, "/")
             if rel.startswith("..") or not wanted(rel) or not self.filters.accepts(rel):
                 continue
-            item = reader.read(str(dist.locate_file(f)), rel)
+            item = reader.entry(str(dist.locate_file(f)), rel, base)
             if item is not None:
                 yield item
 
@@ -415,11 +541,11 @@ class SingleFileProvider(Provider):
 
     def collect(self) -> Iterator[Item]:
         p = Path(self.spec)
-        item = DirectoryProvider(self.spec, self.filters).read(str(p), p.name)
+        item = DirectoryProvider(self.spec, self.filters).entry(str(p), p.name)
         if item is None:
             return
-        if isinstance(item, SourceFile):
-            item = SourceFile(self.spec.replace(os.sep, "/"), item.data, item.language, self.spec)
+        if isinstance(item, LazyFile):
+            item = LazyFile(self.spec.replace(os.sep, "/"), item.language, self.spec, item.origin)
         yield item
 
 
@@ -435,12 +561,12 @@ def providers(specs: Sequence[str], filters: Filters = Filters(), cache_dir: Opt
     return [provider_for(s, filters, cache_dir) for s in specs]
 
 
-def read_all(provider: Provider) -> tuple[list[SourceFile], list[FileError]]:
-    """Drain a provider into files and errors."""
-    files: list[SourceFile] = []
+def read_all(provider: Provider) -> tuple[list, list[FileError]]:
+    """Drain a provider into files (:class:`SourceFile` or :class:`LazyFile`) and errors."""
+    files: list = []
     errors: list[FileError] = []
     for item in provider.collect():
-        (files if isinstance(item, SourceFile) else errors).append(item)
+        (errors if isinstance(item, FileError) else files).append(item)
     return files, errors
 
 
