@@ -9,6 +9,7 @@ every relevant scope is walked once per device capability and the gates are read
 from __future__ import annotations
 
 import bisect
+import multiprocessing
 import re
 from typing import Sequence
 
@@ -16,7 +17,7 @@ from . import arch, fingerprint, model
 from .pygates import names
 from .pygates.gates import Found, scan_module
 from .pygates.interp import Interp, capability
-from .pygates.values import Cap, Func, Props, is_boolish
+from .pygates.values import Cap, Func, Props, SelfRef, is_boolish
 from .pygates.lists import list_tokens, scan_lists
 from .pygates.symbols import Module, Program, word_pattern, word_starts
 
@@ -24,25 +25,56 @@ _MAX_ROUNDS = 6
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
-def extract(files: Sequence[model.SourceFile]) -> tuple[list[model.Gate], list[model.FileError]]:
-    """Gates and unreadable files among the Python files of one input."""
+def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[model.Gate], list[model.FileError]]:
+    """Gates and unreadable files among the Python files of one input.
+
+    The program is loaded once; its modules are then read off in ``jobs`` forked processes,
+    which inherit the parsed trees (they cannot be pickled). Each module is read with an
+    evaluator of its own, so its gates do not depend on which modules were read before it
+    (nor, therefore, on ``jobs``)."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
     prog, relevant = load(python)
-    it = Interp(prog, relevant)
-    lists = list_tokens()
     inputs = {f.path: f.input for f in python}
+    paths = sorted(prog.by_path)
+    global _LOADED
+    _LOADED = (prog, relevant, inputs)
+    try:
+        if jobs > 1 and len(paths) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            # the largest modules first, spread over the workers in small batches
+            order = sorted(paths, key=lambda p: -len(prog.by_path[p].data))
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                parts = pool.map(_read_modules, [order[i:i + 8] for i in range(0, len(order), 8)])
+        else:
+            parts = [_read_modules(paths)]
+    finally:
+        _LOADED = None
+    gates = [g for part, _ in parts for g in part]
+    errors = list(prog.errors) + [e for _, errs in parts for e in errs]
+    gates.sort(key=lambda g: (g.file, g.line, g.id))
+    errors.sort(key=lambda e: e.file)
+    return gates, errors
+
+
+_LOADED = None
+"""(program, relevance, input names) while :func:`extract` reads modules (forked workers inherit it)."""
+
+
+def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.FileError]]:
+    prog, relevant, inputs = _LOADED
+    lists = list_tokens()
     gates: list[model.Gate] = []
-    for mod in sorted(prog.by_path.values(), key=lambda m: m.path):
+    errors: list[model.FileError] = []
+    for path in paths:
+        mod = prog.by_path[path]
+        it = Interp(prog, relevant)
         try:
             found = scan_module(it, mod, relevant)
             if lists.search(mod.data):
                 found += scan_lists(it, mod)
         except RecursionError:
-            prog.drop(mod, TOO_DEEP)
+            errors.append(model.FileError(path, TOO_DEEP, inputs.get(path, "")))
             continue
-        gates += _finish(mod, found, inputs.get(mod.path, ""))
-    gates.sort(key=lambda g: (g.file, g.line, g.id))
-    errors = sorted(prog.errors, key=lambda e: e.file)
+        gates += _finish(mod, found, inputs.get(path, ""))
     return gates, errors
 
 
@@ -68,17 +100,30 @@ def load(files: Sequence[model.SourceFile]):
     pending, rest = _split(sources, tokens)
     known: set[str] = set()
     words: dict[int, set[str]] = {}
+    settled: set[int] = set()
+    """Units found to be no predicate: looked at again only when they name something new."""
+    fresh: set[str] = set()
     for _ in range(_MAX_ROUNDS):
-        for f in pending:
-            prog.load(f)
+        loaded = [m for m in map(prog.load, pending) if m is not None]
+        # what a settled unit may now reach: the predicates just learned, and whatever the newly
+        # loaded modules define (a method on an opaque receiver is found by its name)
+        defined = {n for m in loaded for n in m.bindings} | {n for m in loaded for c in m.classes.values() for n in c.bindings}
+        news = word_pattern(fresh | defined) if settled and (fresh or defined) else None
         it = Interp(prog, relevant)
-        fresh: set[str] = set()
+        fresh = set()
         for mod in list(prog.by_path.values()):
+            starts = word_starts(news, mod.data) if news is not None else ()
             try:
                 for node, scope, bound in mod.units:
+                    if node.id in settled and not _holds(starts, node):
+                        continue
                     todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
-                    if todo and relevant(mod, node) and _is_predicate(it, mod, node, scope, todo[0]):
-                        fresh.update(todo)
+                    if todo and relevant(mod, node):
+                        if _is_predicate(it, mod, node, scope, todo[0]):
+                            fresh.update(todo)
+                        else:
+                            settled.add(node.id)
+                fresh.update(_instance_predicates(it, mod, known | fresh, settled, starts))
             except RecursionError:  # the evaluator recurses along the syntax tree
                 prog.drop(mod, TOO_DEEP)
         if not fresh:
@@ -89,6 +134,32 @@ def load(files: Sequence[model.SourceFile]):
         taken = {id(f) for f in pending}
         rest = [f for f in rest if id(f) not in taken]
     return prog, relevant
+
+
+def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: set[int], starts) -> set[str]:
+    """Instance attributes that hold a predicate's value (``self.use_fp8 = is_sm90_supported()``),
+    so that the methods testing ``self.use_fp8`` count as relevant."""
+    out = set()
+    for qual, info in mod.classes.items():
+        for attr, sites in info.instance_attrs().items():
+            if attr in known or attr in out:
+                continue
+            fresh_sites = [rhs for rhs, _, _ in sites if rhs.id not in settled or _holds(starts, rhs)]
+            if not any(it.relevant(mod, rhs) for rhs in fresh_sites):
+                continue
+            it.cap = capability(arch.capabilities()[-2])
+            v = it.instance_attr(mod, SelfRef(mod.name, qual), attr)
+            if _predicate_value(v) or (v.taint is not None and all(type(x) is int for x in v.elems)):  # an SM number
+                out.add(attr)
+            else:
+                settled.update(rhs.id for rhs, _, _ in sites)
+    return out
+
+
+def _holds(starts: Sequence[int], node) -> bool:
+    """Whether one of the sorted positions ``starts`` lies inside ``node``."""
+    i = bisect.bisect_left(starts, node.start_byte)
+    return i < len(starts) and starts[i] < node.end_byte
 
 
 def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
@@ -139,9 +210,7 @@ class Relevance:
         self.words = word_pattern(known)
 
     def __call__(self, mod: Module, node) -> bool:
-        hits = self._hits(mod)
-        i = bisect.bisect_left(hits, node.start_byte)
-        return i < len(hits) and hits[i] < node.end_byte
+        return _holds(self._hits(mod), node)
 
 
 def _not_source(data: bytes) -> str:

@@ -466,7 +466,8 @@ class Interp:
                 return self.attr_of_module(mod, attr)
             return ANY
         if isinstance(x, ExtRef):
-            return val(ExtRef(f"{x.path}.{attr}"))
+            path = f"{x.path}.{attr}"
+            return val(self.table.constants[path]) if path in self.table.constants else val(ExtRef(path))
         if isinstance(x, (ClassRef, SelfRef)):
             return self.class_attr(x, attr)
         if isinstance(x, Cap):
@@ -512,7 +513,52 @@ class Interp:
                 v = self.class_attr(kind(bref.module, bref.qualname), attr, depth + 1)
                 if v is not ANY:
                     return v
+        if isinstance(ref, SelfRef) and depth == 0:
+            return self.instance_attr(mod, ref, attr)
         return ANY
+
+    def instance_attr(self, mod: Module, ref: SelfRef, attr: str) -> Val:
+        """``self.x`` that the class's methods assign (``self.use_fp8 = is_sm90_supported()``):
+        the assigned values joined, each read where it is written, the method's other
+        arguments and locals unknown. Assignments from outside the class are not seen."""
+        sites = mod.classes[ref.qualname].instance_attrs().get(attr)
+        if not sites:
+            return ANY
+        key = ("i", ref.module, ref.qualname, attr)
+        hit = self._cached(key)
+        if hit is not None:
+            return hit
+        if key in self.active:
+            return ANY
+        outer, self.dep = self.dep, False
+        self.active.add(key)
+        try:
+            vals = []
+            with self.quiet():
+                for rhs, path, fn in sites:
+                    vals.append(_pick(self.eval(rhs, Frame(mod, self._method_env(mod, fn, ref), ref.qualname)), path))
+            v = join(*vals)
+            self._store(key, v)
+            return v
+        finally:
+            self.active.discard(key)
+            self.dep = outer or self.dep
+
+    def _method_env(self, mod: Module, fn: Node, ref: SelfRef) -> dict:
+        """``self`` and the names a method imports (a local import is common in ``__init__``)."""
+        me = next(c for c in fn.child_by_field_name("parameters").named_children if c.type == "identifier")
+        env = {me.text.decode(): val(ref)}
+        stack = list(fn.child_by_field_name("body").named_children)
+        while stack:
+            n = stack.pop()
+            if n.type in ("import_statement", "import_from_statement"):
+                for name, target in imports(mod, n):
+                    if name != "*":
+                        env[name] = self.import_value(target)
+            elif n.type in ("block", "if_statement", "try_statement", "with_statement", "else_clause", "elif_clause",
+                            "except_clause", "finally_clause"):
+                stack.extend(n.named_children)
+        return env
 
     def _resolve_class(self, mod: Module, text: str) -> ClassRef | None:
         with self.quiet():

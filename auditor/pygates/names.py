@@ -25,6 +25,8 @@ class Table:
     wrappers: frozenset[str]
     """Callables that return the function they wrap (``lru_cache(maxsize=1)(f)``)."""
     reject_calls: frozenset[str]
+    constants: dict
+    """External dotted names with a known value on a CUDA build (``torch.version.hip``: None)."""
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
@@ -41,6 +43,7 @@ def table() -> Table:
         partial=frozenset(api["partial"]),
         wrappers=frozenset(api["wrappers"]),
         reject_calls=frozenset(api["reject_calls"]),
+        constants=dict(api["constants"]),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
     )

@@ -54,6 +54,48 @@ class ClassInfo:
     node: Node
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     bases: tuple[str, ...] = ()
+    _instance: "dict[str, list[tuple[Node, tuple, Node]]] | None" = None
+
+    def instance_attrs(self) -> dict[str, list[tuple[Node, tuple, Node]]]:
+        """``self.x = value`` in the methods: per attribute, (value, index path, method) of each
+        assignment (``self.a, self.b = ...`` gives index paths). Found on first use."""
+        if self._instance is None:
+            self._instance = {}
+            for stmt in self.node.child_by_field_name("body").named_children:
+                fn = stmt.child_by_field_name("definition") if stmt.type == "decorated_definition" else stmt
+                if fn is not None and fn.type == "function_definition":
+                    _instance_assignments(fn, self._instance)
+        return self._instance
+
+
+def _instance_assignments(fn: Node, out: dict) -> None:
+    params = fn.child_by_field_name("parameters")
+    first = next((c for c in params.named_children if c.type == "identifier"), None) if params is not None else None
+    if first is None:
+        return
+    me = first.text
+    stack = list(fn.child_by_field_name("body").named_children)
+    while stack:
+        n = stack.pop()
+        if n.type in ("function_definition", "class_definition", "decorated_definition", "lambda"):
+            continue
+        if n.type == "assignment":
+            targets, rhs = [], n
+            while rhs is not None and rhs.type == "assignment":
+                targets.append(rhs.child_by_field_name("left"))
+                rhs = rhs.child_by_field_name("right")
+            if rhs is not None:
+                for target in targets:
+                    items = [(target, ())] if target.type == "attribute" else [
+                        (c, (i,)) for i, c in enumerate(target.named_children)] if target.type in (
+                        "pattern_list", "tuple_pattern", "expression_list", "tuple") else []
+                    for t, path in items:
+                        obj = t.child_by_field_name("object") if t.type == "attribute" else None
+                        if obj is not None and obj.type == "identifier" and obj.text == me:
+                            out.setdefault(t.child_by_field_name("attribute").text.decode(), []).append((rhs, path, fn))
+                stack.append(rhs)
+            continue
+        stack.extend(n.named_children)
 
 
 @dataclass(slots=True)

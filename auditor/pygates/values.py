@@ -289,7 +289,8 @@ def compare(op: str, a: Val, b: Val) -> Val:
     fn = _COMPARE[op]
     out: set = set()
     for x, y in pairs:
-        if op in ("is", "is not") and (isinstance(x, (Cap, Props)) or isinstance(y, (Cap, Props))):
+        if op in ("is", "is not") and (isinstance(x, (Cap, Props, ExtRef)) or isinstance(y, (Cap, Props, ExtRef))):
+            # an external object may be None (``torch.version.hip``, an optional import)
             out |= {True, False}
             continue
         if not (is_data(x) and is_data(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
