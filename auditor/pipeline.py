@@ -100,11 +100,12 @@ def _work(tasks: Sequence[tuple]) -> list[tuple[FileRead, object]]:
     return out
 
 
-def _python_task(files: Sequence, checked: bool) -> tuple[list[Gate], list[FileError]]:
-    """The Python pass over the readable files (``checked``: all known to be readable)."""
+def _python_task(files: Sequence, checked: bool, jobs: int = 1) -> tuple[list[Gate], list[FileError]]:
+    """The Python pass over the readable files (``checked``: all known to be readable), its
+    modules read in ``jobs`` processes of its own."""
     if not checked:
         files = [f for f in files if _readable(f)]
-    return python_gates.extract(files)
+    return python_gates.extract(files, jobs)
 
 
 def _readable(f) -> bool:
@@ -224,18 +225,6 @@ def _decode_scan(entry, f):
         return cuda_gates.FileScan(f.path, structure, cccl, f.path.split("/", 1)[0])
     except (IndexError, KeyError, TypeError, ValueError):
         return _MISS
-
-
-def audit_files(files: Sequence, input_name: str, options: Options,
-                store: Optional[Cache] = None) -> tuple[list[Gate], list[FileError]]:
-    """Gates of one input's files (no features yet); errors for files that could not be read or scanned."""
-    files = list(files)
-    with _Runner(options.jobs, len(files), options.progress) as runner:
-        reads = runner.map(files, digest=store is not None, scan=False)
-        py_future = runner.submit(_python_task, _python_files(files, reads), True)
-        gates, errors = _cuda_gates(files, reads, False, input_name, store, runner)
-        py_gates, py_errors = _python_result(py_future, input_name)
-    return gates + py_gates, errors + py_errors
 
 
 def _python_files(files: Sequence, reads: Optional[Sequence[tuple[FileRead, object]]]) -> list:
@@ -377,7 +366,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     with _Runner(options.jobs, len(files), options.progress) as runner:
         py_future: Optional[Future] = None
         if store is None:  # the Python pass needs no digest: start it now, beside the reads
-            py_future = runner.submit(_python_task, _python_files(files, None), False)
+            py_future = runner.submit(_python_task, _python_files(files, None), False, runner.workers)
         reads = runner.map(files, digest=store is not None, scan=store is None)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
@@ -391,24 +380,30 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
                 return hit
             input_key = f"input:{digest}:{input_name}"
             extracted = decode_result(store.get(input_key))
+        listings, bin_errors = read_binaries(readable, input_name)
+        records = binary_records(listings, input_name, options.targets)
+        packages = package_verdicts(records)
         if extracted is not None:
             raw, errors = extracted
             gates = with_features(raw, readable, options.targets)
+            findings = apply_rules(gates, marked, options, packages)
         else:
             if py_future is None:
-                py_future = runner.submit(_python_task, _python_files(files, reads), True)
+                py_future = runner.submit(_python_task, _python_files(files, reads), True, runner.workers)
             raw, errors = _cuda_gates(files, reads, store is None, input_name, store, runner)
             del reads
-            gates = with_features(raw, readable, options.targets)  # while the Python pass runs
+            # While the Python pass runs: the C/CUDA gates' features and findings. Rules see one
+            # file's gates and suppression comments at a time, so the two halves add up.
+            gates = with_features(raw, readable, options.targets)
+            findings = apply_rules(gates, [f for f in marked if f.language != "python"], options, packages)
             py_raw, py_errors = _python_result(py_future, input_name)
-            raw, errors = raw + py_raw, errors + py_errors
-            gates += with_features(py_raw, readable, options.targets)
+            py_gates = with_features(py_raw, readable, options.targets)
+            findings += apply_rules(py_gates, [f for f in marked if f.language == "python"], options, packages)
+            findings.sort(key=lambda f: (f.input, f.file, f.line, f.rule))
+            raw, errors, gates = raw + py_raw, errors + py_errors, gates + py_gates
             if store is not None:
                 store.put_many([(input_key, encode_result(raw, errors))])
         del raw
-    listings, bin_errors = read_binaries(readable, input_name)
-    records = binary_records(listings, input_name, options.targets)
-    findings = apply_rules(gates, marked, options, package_verdicts(records))
     result = (gates, findings, errors + bin_errors, records)
     if store is not None:
         store.put_many([(final_key, encode_final(*result))])

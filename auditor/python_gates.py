@@ -22,6 +22,8 @@ from .pygates.lists import list_tokens, scan_lists
 from .pygates.symbols import Module, Program, word_pattern, word_starts
 
 _MAX_ROUNDS = 6
+_FORK_MIN_MODULES = 16
+"""Fewer modules than this are read in the calling process: a fork would cost more."""
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
@@ -39,7 +41,7 @@ def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[mode
     global _LOADED
     _LOADED = (prog, relevant, inputs)
     try:
-        if jobs > 1 and len(paths) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        if jobs > 1 and len(paths) >= _FORK_MIN_MODULES and "fork" in multiprocessing.get_all_start_methods():
             # the largest modules first, spread over the workers in small batches
             order = sorted(paths, key=lambda p: -len(prog.by_path[p].data))
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
