@@ -340,6 +340,15 @@ def archaudit_cmd(spec: Optional[str]) -> list[str]:
     return [sys.executable, "-m", "auditor"]
 
 
+def freeze(where: Path) -> Path:
+    """A copy of the package (with its rules as ``auditor.rules``) for ``PYTHONPATH``."""
+    shutil.rmtree(where, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "auditor", where / "auditor", ignore=ignore)
+    shutil.copytree(REPO / "rules", where / "auditor" / "rules", ignore=ignore)
+    return where
+
+
 def archaudit_counts(r: Run) -> Counts:
     try:
         doc = json.loads(r.stdout)
@@ -575,6 +584,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-install", action="store_true", help="never install ripgrep/semgrep/ast-grep; skip what is missing")
     p.add_argument("--archaudit", default=None, metavar="CMD",
                    help="how to run archaudit (default: this Python's `-m auditor`)")
+    p.add_argument("--freeze", action="store_true",
+                   help="run archaudit from a copy of auditor/ and rules/ taken at the start, so that edits to the "
+                        "working tree during a long run change neither the code measured nor the warm cache's key")
     p.add_argument("--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)")
     args = p.parse_args(argv)
     args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
@@ -619,6 +631,11 @@ def main(argv=None) -> int:
         (tree / f).read_bytes()
 
     base = archaudit_cmd(args.archaudit)
+    if args.freeze and not args.archaudit:
+        frozen = freeze(cache / "frozen")
+        base = [sys.executable, "-c", f"import sys, runpy; sys.path.insert(0, {str(frozen)!r}); "
+                                      "runpy.run_module('auditor', run_name='__main__', alter_sys=True)"]
+        log(f"archaudit runs from a copy taken now: {frozen}")
     tools: list[Tool] = []
     if "ripgrep" in args.tools:
         tools.append(ripgrep_tool(args.jobs, install))
