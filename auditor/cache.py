@@ -140,48 +140,99 @@ def _open(key: str, stored: Any) -> Any:
 
 # --- JSON <-> model ---------------------------------------------------------------------
 
-def _tuples(value: Any) -> Any:
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+_GATE_FIELDS = tuple(f.name for f in fields(Gate))
+_STRING_TUPLES = ("admits", "unknowns", "chain", "name_implies")
+"""Shared through a table: 40,000 gates hold a few hundred distinct admitted sets and chains."""
+_INTS = ("line", "end_line")
+_STRS = tuple(n for n in _GATE_FIELDS if n not in _STRING_TUPLES + _INTS + ("features", "resolutions", "body_lines"))
 
 
-def encode_gate(g: Gate) -> dict:
-    """A gate as plain JSON (lists for tuples)."""
-    d = {f.name: getattr(g, f.name) for f in fields(Gate)}
-    d["features"] = [[getattr(x, f.name) for f in fields(Feature)] for x in g.features]
-    d["resolutions"] = [[getattr(x, f.name) for f in fields(Resolution)] for x in g.resolutions]
-    return d
+def encode_gates(gates: Sequence[Gate]) -> dict:
+    """Gates as rows of their fields in declaration order, string tuples as table indices."""
+    table: dict[tuple, int] = {}
+    rows = []
+    for g in gates:
+        row: list = []
+        for name in _GATE_FIELDS:
+            v = getattr(g, name)
+            if name in _STRING_TUPLES:
+                v = table.setdefault(v, len(table))
+            elif name == "features":
+                v = [[x.token, x.line, x.feature, x.min_arch, [list(p) for p in x.on_target], x.notes] for x in v]
+            elif name == "resolutions":
+                v = [[r.name, r.file, r.line, r.detail] for r in v]
+            elif name == "body_lines":
+                v = list(v)
+            row.append(v)
+        rows.append(row)
+    return {"fields": list(_GATE_FIELDS), "tuples": [list(t) for t in table], "rows": rows}
 
 
-def decode_gate(d: dict) -> Gate:
-    """Inverse of encode_gate; raises on any unexpected shape."""
-    d = dict(d)
-    d["features"] = tuple(Feature(*_tuples(x)) for x in d["features"])
-    d["resolutions"] = tuple(Resolution(*x) for x in d["resolutions"])
-    for k in ("admits", "unknowns", "chain", "name_implies", "body_lines"):
-        d[k] = _tuples(d[k])
-    gate = Gate(**d)
-    if not (isinstance(gate.line, int) and isinstance(gate.id, str) and isinstance(gate.admits, tuple)):
-        raise ValueError("malformed gate")
-    return gate
+def _str(v: Any) -> str:
+    if type(v) is not str:
+        raise ValueError("expected a string")
+    return v
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise ValueError("expected an integer")
+    return v
+
+
+def decode_gates(d: Any) -> list[Gate]:
+    """Inverse of encode_gates; raises ValueError (or TypeError, KeyError) on any unexpected shape."""
+    if d["fields"] != list(_GATE_FIELDS):
+        raise ValueError("gates of another model")
+    tuples = [tuple(_str(s) for s in t) for t in d["tuples"]]
+    index = {n: i for i, n in enumerate(_GATE_FIELDS)}
+    shared = [index[n] for n in _STRING_TUPLES]
+    ints = [index[n] for n in _INTS]
+    strs = [index[n] for n in _STRS]
+    feats, res, body = index["features"], index["resolutions"], index["body_lines"]
+    out = []
+    for row in d["rows"]:
+        if type(row) is not list or len(row) != len(_GATE_FIELDS):
+            raise ValueError("malformed gate")
+        v = list(row)
+        for i in shared:
+            if type(v[i]) is not int or not 0 <= v[i] < len(tuples):
+                raise ValueError("malformed gate")
+            v[i] = tuples[v[i]]
+        for i in ints:
+            _int(v[i])
+        for i in strs:
+            _str(v[i])
+        v[feats] = tuple(Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n))
+                         for t, ln, f, m, on, n in v[feats])
+        v[res] = tuple(Resolution(_str(n), _str(f), _int(ln), _str(dt)) for n, f, ln, dt in v[res])
+        first, last = v[body]
+        v[body] = (_int(first), _int(last))
+        out.append(Gate(*v))
+    return out
+
+
+def _errors(rows: Any) -> list[FileError]:
+    return [FileError(_str(f), _str(r), _str(i)) for f, r, i in rows]
 
 
 def encode_result(gates: Sequence[Gate], errors: Sequence[FileError]) -> dict:
     """One input's gates and errors."""
-    return {"gates": [encode_gate(g) for g in gates], "errors": [[e.file, e.reason, e.input] for e in errors]}
+    return {"gates": encode_gates(gates), "errors": [[e.file, e.reason, e.input] for e in errors]}
 
 
 def decode_result(d: Any) -> Optional[tuple[list[Gate], list[FileError]]]:
     """Gates and errors, or None when the entry is not what we wrote."""
     try:
-        return [decode_gate(g) for g in d["gates"]], [FileError(*e) for e in d["errors"]]
-    except (KeyError, TypeError, ValueError):
+        return decode_gates(d["gates"]), _errors(d["errors"])
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
 def encode_final(gates: Sequence[Gate], findings: Sequence[Finding], errors: Sequence[FileError],
                  records: Sequence[dict]) -> dict:
     """One input's finished result: gates with features, findings, errors, binary records."""
-    return {"gates": [encode_gate(g) for g in gates],
+    return {"gates": encode_gates(gates),
             "findings": [[getattr(f, x.name) for x in fields(Finding)] for f in findings],
             "errors": [[e.file, e.reason, e.input] for e in errors],
             "binaries": [dict(r, entries=[dict(e) for e in r["entries"]]) for r in records]}
@@ -190,13 +241,13 @@ def encode_final(gates: Sequence[Gate], findings: Sequence[Finding], errors: Seq
 def decode_final(d: Any) -> Optional[tuple[list[Gate], list[Finding], list[FileError], tuple[dict, ...]]]:
     """Inverse of encode_final, or None when the entry is not what we wrote."""
     try:
-        gates = [decode_gate(g) for g in d["gates"]]
-        findings = [Finding(*f) for f in d["findings"]]
-        errors = [FileError(*e) for e in d["errors"]]
+        gates = decode_gates(d["gates"])
+        findings = [Finding(_str(r), _str(s), _str(g), _str(f), _int(ln), _str(m), _str(c), _str(k), _str(i))
+                    for r, s, g, f, ln, m, c, k, i in d["findings"]]
+        errors = _errors(d["errors"])
         records = tuple(dict(r, entries=tuple(dict(e) for e in r["entries"]), verdicts=dict(r["verdicts"]))
                         for r in d["binaries"])
-        if not all(isinstance(f.line, int) and isinstance(f.rule, str) for f in findings) \
-                or not all(isinstance(r["path"], str) for r in records):
+        if not all(isinstance(r["path"], str) for r in records):
             return None
         return gates, findings, errors, records
     except (KeyError, TypeError, ValueError, AttributeError):

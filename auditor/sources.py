@@ -8,6 +8,7 @@ scanned is imported or executed, and hostile member paths (absolute, ``..``) are
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import stat
 import subprocess
@@ -18,7 +19,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Iterator, Optional, Sequence, Union
 
 import pathspec
@@ -51,14 +52,14 @@ def language_of(path: str, head: bytes = b"") -> Optional[str]:
     and, for templates, the text."""
     if _SHARED_OBJECT.search(path):
         return "binary"
-    p = PurePosixPath(path)
-    suffix = p.suffix.lower()
+    stem, suffix = posixpath.splitext(path.rpartition("/")[2])
+    suffix = suffix.lower()
     if suffix == ".py":
         return "python"
     if suffix in C_EXTENSIONS:
         return "cuda"
     if suffix in TEMPLATE_EXTENSIONS:
-        inner = PurePosixPath(p.stem).suffix.lower()
+        inner = posixpath.splitext(stem)[1].lower()
         if inner in C_EXTENSIONS:
             return "cuda"
         if inner == "" and _TEMPLATE_HINT.search(head):
@@ -66,10 +67,17 @@ def language_of(path: str, head: bytes = b"") -> Optional[str]:
     return None
 
 
+def _suffix(path: str) -> str:
+    """The extension of a '/'-separated path's last part, lower case (as PurePosixPath.suffix)."""
+    return posixpath.splitext(path.rpartition("/")[2])[1].lower()
+
+
+_WANTED = C_EXTENSIONS | TEMPLATE_EXTENSIONS | {".py"}
+
+
 def wanted(path: str) -> bool:
     """Could the file be scanned (cheap, by name)?"""
-    p = PurePosixPath(path)
-    return p.suffix.lower() in C_EXTENSIONS | TEMPLATE_EXTENSIONS | {".py"} or bool(_SHARED_OBJECT.search(path))
+    return _suffix(path) in _WANTED or bool(_SHARED_OBJECT.search(path))
 
 
 def max_bytes(path: str) -> int:
@@ -295,7 +303,7 @@ class DirectoryProvider(Provider):
         if st.st_size > cap:
             return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)
         head = b""
-        if PurePosixPath(rel).suffix.lower() in TEMPLATE_EXTENSIONS:
+        if _suffix(rel) in TEMPLATE_EXTENSIONS:
             try:
                 with open(os.open(full, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
                     head = fh.read(4096)
@@ -351,7 +359,7 @@ class ZipProvider(Provider):
                     return
                 origin = Origin(info.filename, location, index, info.file_size)
                 head = b""
-                if PurePosixPath(path).suffix.lower() in TEMPLATE_EXTENSIONS:
+                if _suffix(path) in TEMPLATE_EXTENSIONS:
                     try:
                         head = read_origin(origin)[:4096]
                     except ReadError as exc:

@@ -165,3 +165,19 @@ def test_suppression_comments_in_streamed_files(tmp_path, capsys, monkeypatch):
         _, doc = run(capsys, str(root), "--no-cache", "--jobs", jobs)
         assert [f for f in doc["findings"] if f["file"] == "pkg/quiet.cu"] == []
         assert [f for f in doc["findings"] if f["file"] == "pkg/k0.cu"]
+
+
+def test_cache_encoding_round_trips_every_field():
+    from auditor.cache import decode_final, decode_result, encode_final, encode_result
+    from tests.conftest import FIXTURES
+
+    result = pipeline.audit([str(FIXTURES)], pipeline.Options(jobs=1))
+    gates, findings, errors = list(result.gates), list(result.findings), list(result.errors)
+    assert any(g.features for g in gates) and any(g.resolutions for g in gates)
+    assert {g.language for g in gates} == {"python", "cuda"}
+    records = ({"path": "p/k.so", "package": "p", "input": "x",
+                "entries": ({"kind": "sass", "target": "sm_90a", "compressed": False, "note": ""},),
+                "verdicts": {"12.0": "none"}},)
+    wire = json.loads(json.dumps(encode_final(gates, findings, errors, records)))
+    assert decode_final(wire) == (gates, findings, errors, records)
+    assert decode_result(json.loads(json.dumps(encode_result(gates, errors)))) == (gates, errors)
