@@ -521,7 +521,8 @@ class Interp:
         """``self.x`` that the class's methods assign (``self.use_fp8 = is_sm90_supported()``):
         the assigned values joined, each read where it is written, the method's other
         arguments and locals unknown. Assignments from outside the class are not seen."""
-        sites = mod.classes[ref.qualname].instance_attrs().get(attr)
+        info = mod.classes[ref.qualname]
+        sites = [site for site in info.instance_attrs().get(attr, ()) if self._may_matter(mod, site[0], info)]
         if not sites:
             return ANY
         key = ("i", ref.module, ref.qualname, attr)
@@ -543,6 +544,21 @@ class Interp:
         finally:
             self.active.discard(key)
             self.dep = outer or self.dep
+
+    def _may_matter(self, mod: Module, rhs: Node, info: ClassInfo) -> bool:
+        """Whether an assigned value may depend on the arch: it mentions an arch token or
+        predicate, or an attribute or method of the class that does (``self.major =
+        self.cap[0]``, ``self.sm = self._sm()``). Others are not evaluated: wrapper classes
+        assign dozens of attributes."""
+        if self.relevant(mod, rhs):
+            return True
+        attrs = info.instance_attrs()
+        for name in map(bytes.decode, _SELF_ATTR.findall(rhs.text)):
+            if any(self.relevant(mod, other) for other, _, _ in attrs.get(name, ())):
+                return True
+            if any(b.node is not None and self.relevant(mod, b.node) for b in info.bindings.get(name, ())):
+                return True
+        return False
 
     def _method_env(self, mod: Module, fn: Node, ref: SelfRef) -> dict:
         """``self`` and the names a method imports (a local import is common in ``__init__``)."""
@@ -1275,6 +1291,8 @@ def _unescape(text: str, raw: bool) -> str:
     except Exception:
         return text
 
+
+_SELF_ATTR = re.compile(rb"\bself\.(\w+)")
 
 _DISPATCH = {
     "identifier": Interp.e_identifier,
