@@ -102,30 +102,30 @@ def load(files: Sequence[model.SourceFile]):
     pending, rest = _split(sources, tokens)
     known: set[str] = set()
     words: dict[int, set[str]] = {}
-    settled: set[int] = set()
-    """Units found to be no predicate: looked at again only when they name something new."""
+    settled: dict[int, frozenset[str]] = {}
+    """Units found to be no predicate, with their words: looked at again only when they name
+    something new."""
     fresh: set[str] = set()
     for _ in range(_MAX_ROUNDS):
         loaded = [m for m in map(prog.load, pending) if m is not None]
         # what a settled unit may now reach: the predicates just learned, and whatever the newly
         # loaded modules define (a method on an opaque receiver is found by its name)
         defined = {n for m in loaded for n in m.bindings} | {n for m in loaded for c in m.classes.values() for n in c.bindings}
-        news = word_pattern(fresh | defined) if settled and (fresh or defined) else None
+        news = fresh | defined
         it = Interp(prog, relevant)
         fresh = set()
         for mod in list(prog.by_path.values()):
-            starts = word_starts(news, mod.data) if news is not None else ()
             try:
                 for node, scope, bound in mod.units:
-                    if node.id in settled and not _holds(starts, node):
+                    if node.id in settled and not settled[node.id] & news:
                         continue
                     todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
                     if todo and relevant(mod, node):
                         if _is_predicate(it, mod, node, scope, todo[0]):
                             fresh.update(todo)
                         else:
-                            settled.add(node.id)
-                fresh.update(_instance_predicates(it, mod, known | fresh, settled, starts))
+                            settled[node.id] = _words(node)
+                fresh.update(_instance_predicates(it, mod, known | fresh, settled, news))
             except RecursionError:  # the evaluator recurses along the syntax tree
                 prog.drop(mod, TOO_DEEP)
         if not fresh:
@@ -138,15 +138,17 @@ def load(files: Sequence[model.SourceFile]):
     return prog, relevant
 
 
-def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: set[int], starts) -> set[str]:
+def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict, news: set[str]) -> set[str]:
     """Instance attributes that hold a predicate's value (``self.use_fp8 = is_sm90_supported()``),
     so that the methods testing ``self.use_fp8`` count as relevant."""
     out = set()
     for qual, info in mod.classes.items():
+        if not it.relevant(mod, info.node):
+            continue
         for attr, sites in info.instance_attrs().items():
             if attr in known or attr in out:
                 continue
-            fresh_sites = [rhs for rhs, _, _ in sites if rhs.id not in settled or _holds(starts, rhs)]
+            fresh_sites = [rhs for rhs, _, _ in sites if rhs.id not in settled or settled[rhs.id] & news]
             if not any(it.relevant(mod, rhs) for rhs in fresh_sites):
                 continue
             it.cap = capability(arch.capabilities()[-2])
@@ -154,8 +156,12 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: set[
             if _predicate_value(v) or (v.taint is not None and all(type(x) is int for x in v.elems)):  # an SM number
                 out.add(attr)
             else:
-                settled.update(rhs.id for rhs, _, _ in sites)
+                settled.update((rhs.id, _words(rhs)) for rhs, _, _ in sites)
     return out
+
+
+def _words(node) -> frozenset[str]:
+    return frozenset(w.decode() for w in _IMPORT_NAME.findall(node.text))
 
 
 def _holds(starts: Sequence[int], node) -> bool:
