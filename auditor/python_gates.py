@@ -22,32 +22,33 @@ from .pygates.lists import list_tokens, scan_lists
 from .pygates.symbols import Module, Program, word_pattern, word_starts
 
 _MAX_ROUNDS = 6
-_FORK_MIN_MODULES = 16
-"""Fewer modules than this are read in the calling process: a fork would cost more."""
+_BATCH = 16
+"""Modules read with one evaluator; fewer than two batches are read in the calling process."""
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
 def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[model.Gate], list[model.FileError]]:
     """Gates and unreadable files among the Python files of one input.
 
-    The program is loaded once; its modules are then read off in ``jobs`` forked processes,
-    which inherit the parsed trees (they cannot be pickled). Each module is read with an
-    evaluator of its own, so its gates do not depend on which modules were read before it
-    (nor, therefore, on ``jobs``)."""
+    The program is loaded once; its modules are then read off in batches of neighbours (by
+    path: they tend to call the same predicates), each batch with an evaluator of its own,
+    in ``jobs`` forked processes that inherit the parsed trees (they cannot be pickled). The
+    batches do not depend on ``jobs``, so neither do the gates."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
     prog, relevant = load(python)
     inputs = {f.path: f.input for f in python}
     paths = sorted(prog.by_path)
+    batches = [paths[i:i + _BATCH] for i in range(0, len(paths), _BATCH)]
     global _LOADED
     _LOADED = (prog, relevant, inputs)
     try:
-        if jobs > 1 and len(paths) >= _FORK_MIN_MODULES and "fork" in multiprocessing.get_all_start_methods():
-            # the largest modules first, spread over the workers in small batches
-            order = sorted(paths, key=lambda p: -len(prog.by_path[p].data))
+        if jobs > 1 and len(batches) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            # the largest batches first, so that no worker is left with a big one at the end
+            batches.sort(key=lambda b: -sum(len(prog.by_path[p].data) for p in b))
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                parts = pool.map(_read_modules, [order[i:i + 8] for i in range(0, len(order), 8)])
+                parts = pool.map(_read_modules, batches, chunksize=1)
         else:
-            parts = [_read_modules(paths)]
+            parts = [_read_modules(b) for b in batches]
     finally:
         _LOADED = None
     gates = [g for part, _ in parts for g in part]
@@ -62,19 +63,21 @@ _LOADED = None
 
 
 def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.FileError]]:
+    """One batch of modules, in path order, with one evaluator (its caches shared by the batch)."""
     prog, relevant, inputs = _LOADED
     lists = list_tokens()
     gates: list[model.Gate] = []
     errors: list[model.FileError] = []
+    it = Interp(prog, relevant)
     for path in paths:
         mod = prog.by_path[path]
-        it = Interp(prog, relevant)
         try:
             found = scan_module(it, mod, relevant)
             if lists.search(mod.data):
                 found += scan_lists(it, mod)
         except RecursionError:
             errors.append(model.FileError(path, TOO_DEEP, inputs.get(path, "")))
+            it = Interp(prog, relevant)  # what the abandoned evaluation left behind is not reused
             continue
         gates += _finish(mod, found, inputs.get(path, ""))
     return gates, errors
