@@ -604,6 +604,7 @@ def main(argv=None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     install = not args.no_install
     load_start = loadavg()
+    start_facts = machine_facts()  # the commit measured is the one at the start (what --freeze copies)
 
     if args.tree:
         tree = args.tree.resolve()
@@ -722,7 +723,7 @@ def main(argv=None) -> int:
     rg = next((t for t in tools if t.name == "ripgrep"), None)
     rg_good = [r.wall for r in rg.runs if rg.good(r)] if rg else []
     rg_wall = median(rg_good) if rg_good else None
-    facts = machine_facts()
+    facts = start_facts
     facts["load average (1/5/15 min)"] = f"{load_start} at start, {loadavg()} at end"
     lines = ["# archaudit benchmark", ""]
     lines += [f"- {k}: {v}" for k, v in facts.items()]
