@@ -2,8 +2,9 @@
 
 Reading order of the work: a byte search picks the files that mention an arch token; those
 are parsed (once each) into a program with symbol tables; the names they define that other
-files may call (predicates, flags) widen the byte search until no new file turns up; then
-every relevant scope is walked once per device capability and the gates are read off.
+files may call (predicates, flags, instance attributes) widen the byte search until no new
+file turns up; then every relevant scope is walked once, for all device capabilities at
+once (:mod:`auditor.pygates.scan`), and the gates are read off.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict
 
 
 def _words(node) -> frozenset[str]:
+    """The identifiers a unit mentions (to tell when something it names is new)."""
     return frozenset(w.decode() for w in _IMPORT_NAME.findall(node.text))
 
 
