@@ -110,3 +110,23 @@ def test_a_file_without_tokens_is_not_parsed(monkeypatch):
     extract([SourceFile("pkg/plain.py", b"def f(x):\n    return x + 1\n", "python"),
              SourceFile("pkg/k.cu", b"__global__ void k() {}\n", "cuda")])
     assert seen == []
+
+
+def test_jobs_do_not_change_the_gates():
+    """Modules are read in batches by forked workers: 40 modules that call each other's
+    predicates give the same gates with one process and with three."""
+    files = [SourceFile("pkg/caps.py", b"import torch\n\ndef is_sm90_supported():\n"
+                        b"    return torch.cuda.get_device_capability()[0] == 9\n", "python")]
+    for i in range(40):
+        files.append(SourceFile(f"pkg/m{i:02d}.py", (
+            "from .caps import is_sm90_supported\nimport torch\n\n"
+            f"class Runner{i}:\n    def __init__(self):\n        self.fast = is_sm90_supported()\n\n"
+            f"    def run(self):\n        if self.fast:\n            return {i}\n"
+            f"        if torch.cuda.get_device_capability()[0] >= {7 + i % 6}:\n            return -1\n"
+        ).encode(), "python"))
+    one = extract(files, jobs=1)
+    three = extract(files, jobs=3)
+    assert one == three
+    gates, _ = one
+    uses = [g for g in gates if g.expression == "self.fast"]
+    assert len(uses) == 40 and all(g.admits == ("9.0",) for g in uses)
