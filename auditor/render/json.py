@@ -81,5 +81,16 @@ def binaries_document(result: AuditResult) -> list[dict]:
 
 
 def render(result: AuditResult) -> str:
-    """Deterministic JSON text."""
-    return json.dumps(document(result), indent=2, ensure_ascii=False) + "\n"
+    """Deterministic JSON text: the top level indented, one gate (finding, error) per line.
+
+    ``json.dumps(indent=...)`` runs Python's pure-Python encoder, about 3 s for 40,000 gates;
+    encoding each record on its own line keeps to the C encoder, and keeps ``grep`` useful."""
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+    fields = []
+    for key, value in document(result).items():
+        if isinstance(value, list) and value:
+            records = ",\n    ".join(map(encode, value))
+            fields.append(f"  {encode(key)}: [\n    {records}\n  ]")
+        else:
+            fields.append(f"  {encode(key)}: {encode(value)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
