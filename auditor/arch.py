@@ -122,7 +122,7 @@ def admits_target(domain: str, admits: Iterable[str], target: Target) -> bool:
     In the target domain a capability is admitted when any of its nvcc variants is; in the
     device domain the capability itself must be admitted.
     """
-    admitted = set(admits)
+    admitted = admits if isinstance(admits, (tuple, list, frozenset, set)) else tuple(admits)
     if domain == "target":
         return any(v in admitted for v in target.variants)
     return target.capability in admitted
