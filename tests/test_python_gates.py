@@ -130,3 +130,19 @@ def test_jobs_do_not_change_the_gates():
     gates, _ = one
     uses = [g for g in gates if g.expression == "self.fast"]
     assert len(uses) == 40 and all(g.admits == ("9.0",) for g in uses)
+
+
+def test_a_body_parsed_blank_is_read_once_it_calls_a_predicate():
+    """Bodies without arch tokens are parsed as blank; one that calls a predicate learned
+    later (no token in its name) is parsed again and its gate found."""
+    files = [
+        SourceFile("pkg/checks.py", b"import torch\n\ndef fast_path_ok():\n"
+                   b"    return torch.cuda.get_device_capability()[0] == 9\n", "python"),
+        SourceFile("pkg/ops.py", b"import torch\nfrom .checks import fast_path_ok\n\n"
+                   b"def describe():\n    return torch.cuda.get_device_capability()\n\n"
+                   b"def run(x):\n    y = x + 1\n    if fast_path_ok():\n        return y\n    return x\n", "python"),
+    ]
+    gates, errors = extract(files)
+    assert not errors
+    [g] = [g for g in gates if g.file == "pkg/ops.py" and g.context == "run"]
+    assert (g.line, g.expression, g.admits) == (9, "fast_path_ok()", ("9.0",))
