@@ -141,7 +141,7 @@ def _open(key: str, stored: Any) -> Any:
 # --- JSON <-> model ---------------------------------------------------------------------
 
 _GATE_FIELDS = tuple(f.name for f in fields(Gate))
-_STRING_TUPLES = ("admits", "unknowns", "chain", "name_implies")
+_STRING_TUPLES = ("admits", "unknowns", "chain", "name_implies", "surely")
 """Shared through a table: 40,000 gates hold a few hundred distinct admitted sets and chains."""
 _INTS = ("line", "end_line")
 _STRS = tuple(n for n in _GATE_FIELDS if n not in _STRING_TUPLES + _INTS + ("features", "resolutions", "body_lines"))

@@ -90,6 +90,9 @@ class Gate:
     """The enclosing function or macro, when known."""
     guards: str = ""
     """``reject`` when the gate guards an error path (Python ``if not ok: raise``)."""
+    surely: tuple[str, ...] = ()
+    """For a rejection guard, where its condition is certainly true: the rejection is certain
+    there even when other inputs (a toolkit version) decide it elsewhere."""
     name_implies: tuple[str, ...] = ()
     """Archs a predicate's name promises, when that differs from what it admits."""
     body_lines: tuple[int, int] = (0, 0)

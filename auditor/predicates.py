@@ -53,15 +53,14 @@ def allowed(gate: Gate) -> tuple[str, ...]:
     """Archs on which the code the gate protects may run.
 
     Its admitted set; for a gate that guards a rejection (``if not ok: raise``), whose
-    admitted set says where the rejection *may* happen, everything outside it — unless the
-    condition also depends on unknowns (``cap != 12 or dtype != fp8``): then the rejection is
-    certain nowhere, and the gate turns nothing away for sure.
+    admitted set says where the rejection *may* happen, everything outside it. When the
+    condition also depends on unknowns, only where the rejection is certain (``surely``):
+    ``if not is_sm100_supported(): raise`` with a toolkit check inside the predicate still
+    rejects 12.0 for sure; ``if cap != 12 or dtype != fp8: raise`` rejects nothing for sure.
     """
     if gate.guards != "reject":
         return gate.admits
-    if gate.unknowns:
-        return arch.domain_order(gate.domain)
-    taken = set(gate.admits)
+    taken = set(gate.surely if gate.unknowns else gate.admits)
     return tuple(a for a in arch.domain_order(gate.domain) if a not in taken)
 
 

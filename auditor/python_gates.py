@@ -303,7 +303,7 @@ def _finish(mod: Module, found: list[Found], input_name: str) -> list[model.Gate
             file=mod.path, line=g.line, end_line=g.end_line, language="python", kind=g.kind,
             expression=g.expression, domain=g.domain, admits=g.admits, unknowns=g.unknowns,
             resolved_by=g.resolved_by, resolutions=g.resolutions, chain=g.chain, context=g.context,
-            guards=g.guards, name_implies=g.name_implies, body_lines=g.body_lines, input=input_name,
+            guards=g.guards, surely=g.surely, name_implies=g.name_implies, body_lines=g.body_lines, input=input_name,
             package=mod.path.split("/", 1)[0],
         ))
     return out

@@ -148,6 +148,12 @@ def test_reject_guards_turn_away_what_they_certainly_reject():
     # the rejection also depends on a dtype: it is certain nowhere
     maybe = gate(CAPS, guards="reject", unknowns=("query.dtype",))
     assert GateView(maybe, TARGETS).excluded == () and not holds("dead", maybe)
+    # ``if not is_sm100_supported(): raise`` where the predicate also checks the toolkit:
+    # the rejection may happen anywhere, and happens for sure off 10.x
+    toolkit = gate(CAPS, guards="reject", unknowns=("torch.version.cuda >= '12.8'",),
+                   surely=tuple(c for c in CAPS if not c.startswith("10.")))
+    assert GateView(toolkit, TARGETS).excluded == TARGETS
+    assert verdicts(toolkit, TARGETS) == {"12.0": "excludes", "12.1": "excludes"}
 
 
 def feature(token, **on):

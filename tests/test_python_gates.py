@@ -47,7 +47,7 @@ def test_known_answer(tree, want):
     for field in ("kind", "expression", "domain", "resolved_by", "guards", "context"):
         if field in want:
             assert getattr(g, field) == want[field], (field, g)
-    for field in ("admits", "name_implies", "unknowns", "body_lines"):
+    for field in ("admits", "name_implies", "unknowns", "body_lines", "surely"):
         if field in want:
             assert list(getattr(g, field)) == list(want[field]), (field, g)
 

@@ -50,6 +50,7 @@ class Found:
     resolutions: tuple[Resolution, ...] = ()
     chain: tuple[str, ...] = ()
     guards: str = ""
+    surely: tuple[str, ...] = ()
     name_implies: tuple[str, ...] = ()
     body_lines: tuple[int, int] = (0, 0)
 
@@ -141,6 +142,7 @@ class Assembler:
         expression = one_line(self.mod.data[start.start_byte:end.end_byte].decode("utf-8", "replace"), 400)
         kind = _kind(self.recs[sites[0].id].taint.kinds)
         admits, chain = self._effective(node)
+        guards = self._guards(node)
         t = r.taint
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
@@ -150,7 +152,7 @@ class Assembler:
             kind=kind, expression=expression, domain="device", admits=admits,
             context=context_of(self.mod, node), unknowns=_unknowns(t.unknowns, expression),
             resolved_by=resolved_by, resolutions=tuple(sorted(resolutions, key=lambda x: (x.file, x.line, x.name))),
-            chain=chain, guards=self._guards(node), name_implies=self._name_implies(t.names),
+            chain=chain, guards=guards, surely=self._surely(node) if guards == "reject" else (), name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
         )
 
@@ -196,6 +198,12 @@ class Assembler:
         )
         chain = tuple(f"not ({one_line(self.mod.text(e))})" for e in earlier) + (one_line(self.mod.text(node)),)
         return admits, chain
+
+    def _surely(self, node: Node) -> tuple[str, ...]:
+        """Capabilities on which the branch is certainly taken."""
+        earlier = _earlier_conditions(node)
+        return tuple(c for c in self.caps if self._truths(node, c) == {True}
+                     and all(self._truths(e, c) == {False} for e in earlier))
 
     def _globals_in(self, start: int, end: int) -> set[Resolution]:
         out = set()

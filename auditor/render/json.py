@@ -45,6 +45,7 @@ def gate_document(gate: Gate, targets) -> dict:
         doc["admitting_variants"] = {t.label: list(arch.admitting_variants(gate.admits, t)) for t in targets}
     if gate.guards:
         doc["guards"] = gate.guards
+        doc["surely"] = list(gate.surely)
     if gate.name_implies:
         doc["name_implies"] = list(gate.name_implies)
     return doc
