@@ -141,7 +141,7 @@ class Assembler:
         start, end, first = self._span(node, sites)
         expression = one_line(self.mod.data[start.start_byte:end.end_byte].decode("utf-8", "replace"), 400)
         kind = _kind(self.recs[sites[0].id].taint.kinds)
-        admits, chain = self._effective(node)
+        admits, surely, chain = self._effective(node)
         guards = self._guards(node)
         t = r.taint
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
@@ -152,7 +152,7 @@ class Assembler:
             kind=kind, expression=expression, domain="device", admits=admits,
             context=context_of(self.mod, node), unknowns=_unknowns(t.unknowns, expression),
             resolved_by=resolved_by, resolutions=tuple(sorted(resolutions, key=lambda x: (x.file, x.line, x.name))),
-            chain=chain, guards=guards, surely=self._surely(node) if guards == "reject" else (), name_implies=self._name_implies(t.names),
+            chain=chain, guards=guards, surely=surely if guards == "reject" else (), name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
         )
 
@@ -189,21 +189,18 @@ class Assembler:
             return frozenset({True, False})
         return r.truths.get(capability(label), frozenset({True, False}))
 
-    def _effective(self, node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """Admitted set of the branch: for ``elif``, the earlier conditions may be false too."""
+    def _effective(self, node: Node) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """Admitted set of the branch (for ``elif``, the earlier conditions must be able to be
+        false too), the capabilities on which it is certainly taken, and its chain."""
         earlier = _earlier_conditions(node)
         admits = tuple(
             c for c in self.caps
             if True in self._truths(node, c) and all(False in self._truths(e, c) for e in earlier)
         )
+        surely = tuple(c for c in admits if self._truths(node, c) == {True}
+                       and all(self._truths(e, c) == {False} for e in earlier))
         chain = tuple(f"not ({one_line(self.mod.text(e))})" for e in earlier) + (one_line(self.mod.text(node)),)
-        return admits, chain
-
-    def _surely(self, node: Node) -> tuple[str, ...]:
-        """Capabilities on which the branch is certainly taken."""
-        earlier = _earlier_conditions(node)
-        return tuple(c for c in self.caps if self._truths(node, c) == {True}
-                     and all(self._truths(e, c) == {False} for e in earlier))
+        return admits, surely, chain
 
     def _globals_in(self, start: int, end: int) -> set[Resolution]:
         out = set()
