@@ -47,8 +47,11 @@ guarded region, against the fact table (`auditor/data/ptx-features.csv`, columns
 - **unknown** — no fact-table feature found (or the table has no column for the target).
 
 For a gate that guards a rejection (`if cap not in [9, 10]: raise`), what counts is what the
-rejection lets through; when its condition also depends on non-arch values, it turns
-nothing away for certain.
+rejection lets through, and the JSON `verdicts` say the same. When its condition also
+depends on non-arch values, only the capabilities where it is certainly true count (the
+gate's `surely`): `if not (_is_cuda and is_sm100_supported()): raise`, whose predicate
+also checks the toolkit, still turns 12.x away; `if cap != 12 or dtype != fp8: raise`
+turns nothing away for certain.
 
 ## Suppressions and baselines
 
