@@ -30,7 +30,7 @@ from auditor.cache import (
 from auditor.preprocessor import Evaluator, MacroTable, Structure
 from auditor.sources import (
     Filters, InputError, LazyFile, Origin, Provider, ReadError, close_archives, provider_for, providers, read_all,
-    read_file, read_origin,
+    read_origin,
 )
 
 PARALLEL_MIN_FILES = 400
@@ -100,20 +100,10 @@ def _work(tasks: Sequence[tuple]) -> list[tuple[FileRead, object]]:
     return out
 
 
-def _python_task(files: Sequence, checked: bool, jobs: int = 1) -> tuple[list[Gate], list[FileError]]:
-    """The Python pass over the readable files (``checked``: all known to be readable), its
-    modules read in ``jobs`` processes of its own."""
-    if not checked:
-        files = [f for f in files if _readable(f)]
+def _python_task(files: Sequence, jobs: int = 1) -> tuple[list[Gate], list[FileError]]:
+    """The Python pass, its modules read in ``jobs`` processes of its own. A file that cannot
+    be read reads as empty (:class:`LazyFile`): the read pass reports it."""
     return python_gates.extract(files, jobs)
-
-
-def _readable(f) -> bool:
-    try:
-        read_file(f)
-    except ReadError:
-        return False
-    return True
 
 
 class _Runner:
@@ -366,7 +356,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     with _Runner(options.jobs, len(files), options.progress) as runner:
         py_future: Optional[Future] = None
         if store is None:  # the Python pass needs no digest: start it now, beside the reads
-            py_future = runner.submit(_python_task, _python_files(files, None), False, runner.workers)
+            py_future = runner.submit(_python_task, _python_files(files, None), runner.workers)
         reads = runner.map(files, digest=store is not None, scan=store is None)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
@@ -389,7 +379,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
             findings = apply_rules(gates, marked, options, packages)
         else:
             if py_future is None:
-                py_future = runner.submit(_python_task, _python_files(files, reads), True, runner.workers)
+                py_future = runner.submit(_python_task, _python_files(files, reads), runner.workers)
             raw, errors = _cuda_gates(files, reads, store is None, input_name, store, runner)
             del reads
             # While the Python pass runs: the C/CUDA gates' features and findings. Rules see one

@@ -96,16 +96,8 @@ def load(files: Sequence[model.SourceFile]):
     tokens = names.table().tokens
     prog = Program(files)
     relevant = Relevance(tokens)
-    sources = []
-    for f in files:
-        reason = _not_source(f.data)
-        if reason:
-            prog.errors.append(model.FileError(f.path, reason, f.input))
-        else:
-            sources.append(f)
-    pending, rest = _split(sources, tokens)
+    pending, rest = _split(files, tokens, prog.errors)
     known: set[str] = set()
-    words: dict[int, set[str]] = {}
     settled: dict[int, frozenset[str]] = {}
     """Units found to be no predicate, with their words: looked at again only when they name
     something new."""
@@ -136,9 +128,8 @@ def load(files: Sequence[model.SourceFile]):
             break
         known |= fresh
         relevant.learn(fresh, known)
-        pending = [f for f in rest if _imported(f, words) & fresh]
-        taken = {id(f) for f in pending}
-        rest = [f for f in rest if id(f) not in taken]
+        pending = [f for f, words in rest if words & fresh]
+        rest = [(f, words) for f, words in rest if not words & fresh]
     return prog, relevant
 
 
@@ -236,26 +227,26 @@ def _not_source(data: bytes) -> str:
     return ""
 
 
-def _split(files, pattern: re.Pattern):
-    """(files with an arch token, files without): a literal search first (fast), the
+def _split(files, pattern: re.Pattern, errors: list) -> tuple[list, list]:
+    """Each file read once: (files with an arch token, their bytes in hand; (file, the words
+    of its imports) for the others, which are read again only if they import a predicate).
+    Files that are no Python source go to ``errors``. A literal search first (fast), the
     pattern only where a literal hit."""
     literals = names.literals()
     hit, miss = [], []
     for f in files:
-        data = f.data
-        (hit if any(lit in data for lit in literals) and pattern.search(data) else miss).append(f)
+        data = f.data  # a LazyFile reads its bytes here
+        reason = _not_source(data)
+        if reason:
+            errors.append(model.FileError(f.path, reason, f.input))
+        elif any(lit in data for lit in literals) and pattern.search(data):
+            hit.append(model.SourceFile(f.path, data, "python", f.input))
+        else:
+            miss.append((f, imported(data)))
     return hit, miss
 
 
 _IMPORT_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _imported(f: model.SourceFile, words: dict[int, set[str]]) -> set[str]:
-    """:func:`imported`, once per file."""
-    out = words.get(id(f))
-    if out is None:
-        out = words[id(f)] = imported(f.data)
-    return out
 
 
 def imported(data: bytes) -> set[str]:
