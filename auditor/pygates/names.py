@@ -33,8 +33,13 @@ class Table:
 
 
 @cache
+def _raw() -> dict:
+    return json.loads(resources.files("auditor").joinpath("data", "predicate-names.json").read_text("utf-8"))
+
+
+@cache
 def table() -> Table:
-    raw = json.loads(resources.files("auditor").joinpath("data", "predicate-names.json").read_text("utf-8"))
+    raw = _raw()
     api = raw["api"]
     return Table(
         predicates=tuple((re.compile(p["pattern"]), p) for p in raw["predicates"]),
@@ -52,9 +57,8 @@ def table() -> Table:
 @cache
 def literals() -> tuple[bytes, ...]:
     """The literal start of each token pattern: a cheap test that must pass before the pattern runs."""
-    raw = json.loads(resources.files("auditor").joinpath("data", "predicate-names.json").read_text("utf-8"))
     out = []
-    for tok in raw["tokens"]:
+    for tok in _raw()["tokens"]:
         m = re.match(r"[A-Za-z0-9_]*", tok)
         lit = m.group(0)
         if tok[len(lit):len(lit) + 1] in ("?", "*", "{"):
