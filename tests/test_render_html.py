@@ -120,14 +120,16 @@ def test_report_in_chromium(tmp_path):
         page.uncheck("#f-excl")
         page.locator('.tabs button[data-domain="device"]').click()
         py = page.locator(".row.gate")
-        assert py.count() == 1 and py.locator('.c[data-col="12.0"]').get_attribute("data-state") == "excluded"
+        # The search box is debounced and rows are drawn on the next frame: wait, do not sample.
+        expect(py).to_have_count(1)
+        assert py.locator('.c[data-col="12.0"]').get_attribute("data-state") == "excluded"
         assert py.locator('.c[data-col="11.0"]').get_attribute("data-state") == "admitted"
         page.locator('.tabs button[data-domain="target"]').click()
 
         # Collapsing a file hides its rows.
-        before = page.locator(".row.gate").count()
+        expect(page.locator(".row.gate")).to_have_count(all_rows)
         page.locator(".row.file", has_text="comm/allreduce.cuh").click()
-        assert page.locator(".row.gate").count() == before - 4
+        expect(page.locator(".row.gate")).to_have_count(all_rows - 4)
         page.locator(".row.file", has_text="comm/allreduce.cuh").click()
         page.screenshot(path=str(ARTIFACTS / "report.png"))
     assert problems == []
