@@ -1,4 +1,4 @@
-"""Result cache: per-file structure and per-input results, keyed by content and tool digests.
+"""Result cache: per-file structure, per-input results and rendered reports, keyed by content and tool digests.
 
 Entries live in one SQLite file at the root of the user cache dir. They are JSON, never
 pickle: a cache directory could be shared or tampered with, and loading must not run code.
@@ -25,21 +25,25 @@ from auditor.preprocessor import Branch, Definition, Structure
 SCHEMA = 2
 
 
+_CODE = ("auditor", "auditor.pygates", "auditor.render", "auditor.rules", "auditor.reports")
+"""Packages whose files decide results or reports (``data/`` is read with ``auditor``)."""
+
+
 @cache
 def tool_digest() -> str:
-    """Version + the package's code and data: a change to either invalidates every entry."""
+    """Version + the package's code, data and templates: a change to any invalidates every entry."""
     h = hashlib.blake2b(f"{__version__}:{SCHEMA}".encode(), digest_size=16)
-    root = resources.files("auditor")
-    for sub in ("", "pygates", "data"):
-        base = root.joinpath(sub) if sub else root
-        try:
-            entries = sorted(base.iterdir(), key=lambda p: p.name)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for p in entries:
-            if p.is_file() and p.name.endswith((".py", ".json", ".csv")):
-                h.update(p.name.encode())
-                h.update(p.read_bytes())
+    for package in _CODE:
+        root = resources.files(package)
+        for base in (root, root.joinpath("data")):
+            try:
+                entries = sorted(base.iterdir(), key=lambda p: p.name)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for p in entries:
+                if p.is_file() and p.name.endswith((".py", ".json", ".csv", ".yaml", ".j2")):
+                    h.update(f"{package}/{base.name}/{p.name}".encode())
+                    h.update(p.read_bytes())
     return h.hexdigest()
 
 

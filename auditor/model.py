@@ -131,3 +131,6 @@ class AuditResult:
     errors: tuple[FileError, ...] = ()
     extras: tuple[tuple[str, object], ...] = field(default=())
     """Named additions from later stages (binary listings, suppressions) as (key, value)."""
+    key: str = ""
+    """Digest of all the result was computed from (the inputs' contents, the tool, the options),
+    when every part of it came through the result cache; "" otherwise. Reports are cached by it."""

@@ -352,6 +352,11 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     and for C/CUDA files without a cache their structure); later stages read again only the
     files they need. With a cache, an unchanged input costs that read and one lookup.
     """
+    return _audit_input(files, input_name, options, store)[0]
+
+
+def _audit_input(files: Sequence, input_name: str, options: Options, store: Optional[Cache]) -> tuple[tuple, str]:
+    """:func:`audit_input_binaries`, and the key its result is cached under ("" without a cache)."""
     files = list(files)
     with _Runner(options.jobs, len(files), options.progress) as runner:
         py_future: Optional[Future] = None
@@ -367,7 +372,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
             final_key = f"result:{digest}:{config_digest(options)}:{input_name}"
             hit = decode_final(store.get(final_key))
             if hit is not None:
-                return hit
+                return hit, final_key
             input_key = f"input:{digest}:{input_name}"
             extracted = decode_result(store.get(input_key))
         listings, bin_errors = read_binaries(readable, input_name)
@@ -397,7 +402,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     result = (gates, findings, errors + bin_errors, records)
     if store is not None:
         store.put_many([(final_key, encode_final(*result))])
-    return result
+    return result, final_key
 
 
 def config_digest(options: Options) -> str:
@@ -439,6 +444,7 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
     findings: list[Finding] = []
     inputs: list[InputInfo] = []
     shipped: list[dict] = []
+    keys: list = []
     store = Cache(options.cache_dir) if options.cache_dir else None
     try:
         for p in provs:
@@ -448,7 +454,8 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
                 failed.append((p.spec, exc))
                 continue
             inputs.append(p.info())
-            g, f, e, b = audit_input_binaries(files, p.spec, options, store)
+            (g, f, e, b), key = _audit_input(files, p.spec, options, store)
+            keys.append([key, [[x.file, x.reason, x.input] for x in read_errors]])
             del files
             shipped += b
             gates += g
@@ -468,7 +475,11 @@ def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
         extras.append(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))))
     if failed:
         extras.append(("failed_inputs", tuple(sorted(spec for spec, _ in failed))))
+    every = [k for k, _ in keys]
+    key = "" if store is None or not all(every) else hashlib.blake2b(
+        json.dumps([sorted(keys), sorted((spec, str(exc)) for spec, exc in failed)]).encode(), digest_size=16).hexdigest()
     return AuditResult(
+        key=key,
         tool_version=__version__,
         targets=options.targets,
         inputs=tuple(sorted(inputs, key=lambda i: (i.path, i.kind))),

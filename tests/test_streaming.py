@@ -112,6 +112,56 @@ def test_one_changed_file_is_the_only_one_scanned_again(tmp_path, capsys, monkey
     assert warm == uncached
 
 
+def scan_to(tmp_path: Path, root: Path, cache: Path, *extra: str) -> dict[str, str]:
+    """One scan writing every file format; the texts by suffix."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    names = [out / f"r{s}" for s in (".json", ".sarif", ".md", ".html", ".txt")]
+    rc = cli.main(["scan", str(root), "--cache-dir", str(cache), "--jobs", "1", *extra,
+                   *[a for n in names for a in ("-o", str(n))]])
+    assert rc in (0, 1)
+    return {n.suffix: n.read_text(encoding="utf-8") for n in names}
+
+
+def report_slots(cache: Path) -> list[str]:
+    db = sqlite3.connect(cache / "results.sqlite3")
+    try:
+        return [k for (k,) in db.execute("SELECT key FROM entries WHERE key LIKE 'report:%'")]
+    finally:
+        db.close()
+
+
+def test_warm_scan_does_not_render_again(tmp_path, monkeypatch):
+    root = tree(tmp_path / "t")
+    cache = tmp_path / "cache"
+    cold = scan_to(tmp_path, root, cache)
+    assert cold == scan_to(tmp_path, root, tmp_path / "other", "--no-cache")
+
+    def fail(*a, **k):
+        raise AssertionError("a report was rendered again for an unchanged result")
+
+    real = cli.renderers()
+    monkeypatch.setattr(cli, "renderers", lambda: {fmt: fail for fmt in real})
+    assert scan_to(tmp_path, root, cache) == cold
+
+
+def test_a_changed_result_or_report_option_renders_again(tmp_path):
+    root = tree(tmp_path / "t")
+    cache = tmp_path / "cache"
+    scan_to(tmp_path, root, cache)
+    (root / "pkg" / "k2.cu").write_text(CU.format(i=2).replace("1200", "1000"))
+    changed = scan_to(tmp_path, root, cache)
+    assert changed == scan_to(tmp_path, root, cache, "--no-cache")
+    assert '"12.0": "excludes"' in changed[".json"]
+    linked = scan_to(tmp_path, root, cache, "--link-base", "https://example.org/src")
+    assert linked[".md"] != changed[".md"] and "https://example.org/src" in linked[".md"]
+    assert linked == scan_to(tmp_path, root, cache, "--no-cache", "--link-base", "https://example.org/src")
+    assert scan_to(tmp_path, root, cache, "--ignore", "ARCH001") == scan_to(
+        tmp_path, root, cache, "--no-cache", "--ignore", "ARCH001")
+    # One stored text per format and set of inputs, however many results it has seen.
+    assert len(report_slots(cache)) == 5
+
+
 WRONG_SHAPES = [
     ["scan", [[["if", 1, "x", 2, [], [], []]], [], []], []], ["scan", "x", "y"], ["error"], ["none", 1], {"gates": 1},
     {"gates": [{"line": "7"}], "errors": []}, {"gates": [], "findings": [["R", 1]], "errors": [], "binaries": []},
