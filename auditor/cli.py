@@ -6,9 +6,10 @@ import argparse
 import gc
 import os
 import sys
-from dataclasses import replace
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from auditor import __version__, arch
 from auditor.model import AuditResult
@@ -149,62 +150,111 @@ def _options(args):
     )
 
 
-def emit(result: AuditResult, args) -> None:
-    """Write the requested reports: stdout in --format, and each -o FILE by its extension."""
+def _formats(args) -> tuple[Optional[str], dict[str, str]]:
+    """The stdout format (None: none) and each ``-o FILE``'s format; bad ones are usage errors,
+    raised before anything is scanned."""
     table = renderers()
+    outputs = {}
     for out in args.output:
         fmt = FORMAT_BY_SUFFIX.get(Path(out).suffix.lower())
         if fmt is None:
             raise UsageError(f"-o {out}: unknown extension (use one of {', '.join(sorted(FORMAT_BY_SUFFIX))})")
-        if fmt not in table:
-            raise UsageError(f"format {fmt} is not available")
+        outputs[out] = fmt
     fmt = args.format or ("text" if not args.output else None)
-    if fmt and fmt not in table:
-        raise UsageError(f"format {fmt} is not available")
-    wanted = {FORMAT_BY_SUFFIX[Path(o).suffix.lower()] for o in args.output}
-    if fmt == "text" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+    for f in {fmt, *outputs.values()} - {None}:
+        if f not in table:
+            raise UsageError(f"format {f} is not available")
+    return fmt, outputs
+
+
+def _coloured(fmt: Optional[str]) -> bool:
+    return fmt == "text" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def emit(texts: dict[str, str], result: Optional[AuditResult], args) -> None:
+    """Write the reports: stdout in --format, and each -o FILE by its extension."""
+    fmt, outputs = _formats(args)
+    if _coloured(fmt):
         from auditor.render import terminal
 
         sys.stdout.write(terminal.render(report_inputs(result, args, {"text"})))
     elif fmt:
-        wanted.add(fmt)
-    texts = rendered(result, args, wanted)
-    if fmt in texts:
         sys.stdout.write(texts[fmt])
-    for out in args.output:
+    for out, f in outputs.items():
         try:
-            Path(out).write_text(texts[FORMAT_BY_SUFFIX[Path(out).suffix.lower()]], encoding="utf-8")
+            Path(out).write_text(texts[f], encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
-def rendered(result: AuditResult, args, formats: set) -> dict[str, str]:
-    """Each format's report text. With a cache, a result whose key is unchanged (same inputs'
-    contents, tool and options) gets back the text rendered for it last time: a warm re-scan
-    then neither builds nor encodes 40,000 gate records. One text is kept per format and set
-    of inputs, so the cache does not grow with every scan."""
+@dataclass(frozen=True)
+class Outcome:
+    """What a scan tells besides its reports: error lines for stderr, finding severities for the
+    exit code, and whether an input could not be read at all. Kept with cached reports, so that
+    a warm re-scan that reuses them says and exits exactly as the scan that made them."""
+
+    errors: tuple[str, ...]
+    severities: tuple[str, ...]
+    failed: bool
+
+    @classmethod
+    def of(cls, result: AuditResult) -> "Outcome":
+        lines = tuple(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}"
+                      for e in result.errors)
+        return cls(lines, tuple(sorted({f.severity for f in result.findings})),
+                   bool(dict(result.extras).get("failed_inputs")))
+
+
+def _report_keys(key: str, inputs: Sequence[str], args, formats: set) -> dict[str, tuple[str, str]]:
+    """Per format: the cache slot its text is kept in (one per format and set of inputs, so the
+    cache does not grow with every scan) and the key the kept text must carry to be reused."""
+    link = getattr(args, "link_base", "") or ""
+    return {f: ("report:" + _digest([f, sorted(inputs)]), _digest([key, f, link])) for f in formats}
+
+
+def kept_reports(key: str, inputs: Sequence[str], args, formats: set) -> Optional[tuple[dict[str, str], Outcome]]:
+    """The report texts rendered last time for the result named ``key``, and its outcome;
+    None unless every format is there."""
+    from auditor.cache import Cache
+
+    if not key or not formats or _cache_dir(args) is None:
+        return None
+    store = Cache(_cache_dir(args))
+    try:
+        texts, outcome = {}, None
+        for fmt, (slot, want) in _report_keys(key, inputs, args, formats).items():
+            hit = store.get(slot)
+            if not isinstance(hit, dict) or hit.get("key") != want or not _strings(hit.get("errors")) \
+                    or not _strings(hit.get("severities")) or not set(hit["severities"]) <= set(SEVERITIES) \
+                    or not isinstance(hit.get("text"), str) or not isinstance(hit.get("failed"), bool):
+                return None
+            texts[fmt] = hit["text"]
+            outcome = Outcome(tuple(hit["errors"]), tuple(hit["severities"]), hit["failed"])
+        return texts, outcome
+    finally:
+        store.close()
+
+
+def _strings(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def rendered(result: AuditResult, args, formats: set, inputs: Sequence[str] = ()) -> dict[str, str]:
+    """Each format's report text, kept in the cache for the next scan of the same result
+    (:func:`kept_reports`) when the result has a key."""
     from auditor.cache import Cache
 
     table = renderers()
-    store = Cache(_cache_dir(args)) if result.key else None
-    texts: dict[str, str] = {}
-    keys = {}
-    try:
-        for fmt in sorted(formats):
-            slot = "report:" + _digest([fmt, sorted(i.path for i in result.inputs)])
-            keys[fmt] = (slot, _digest([result.key, fmt, getattr(args, "link_base", "") or ""]))
-            hit = store.get(slot) if store else None
-            if isinstance(hit, dict) and hit.get("key") == keys[fmt][1] and isinstance(hit.get("text"), str):
-                texts[fmt] = hit["text"]
-        missing = sorted(formats - texts.keys())
-        if missing:
-            full = report_inputs(result, args, set(missing))
-            for fmt in missing:
-                texts[fmt] = table[fmt](full)
-            if store:
-                store.put_many([(keys[f][0], {"key": keys[f][1], "text": texts[f]}) for f in missing])
-    finally:
-        if store:
+    full = report_inputs(result, args, formats)
+    texts = {fmt: table[fmt](full) for fmt in formats}
+    if result.key and _cache_dir(args) is not None:
+        outcome = Outcome.of(result)
+        store = Cache(_cache_dir(args))
+        try:
+            store.put_many([(slot, {"key": want, "text": texts[f], "errors": list(outcome.errors),
+                                    "severities": list(outcome.severities), "failed": outcome.failed})
+                            for f, (slot, want) in _report_keys(result.key, inputs, args, formats).items()])
+        finally:
             store.close()
     return texts
 
@@ -221,15 +271,18 @@ def _digest(parts) -> str:
     return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
 
 
-def with_progress(audit: Callable, specs: Sequence[str], options) -> AuditResult:
-    """Run a scan with a progress bar on stderr when stderr is a terminal (it shows once work outlasts a moment)."""
+@contextmanager
+def progress(options):
+    """The options, with a progress bar on stderr when stderr is a terminal (it shows once work
+    outlasts a moment)."""
     from auditor.render import terminal
 
     console = terminal.stderr_console()
     if console is None:
-        return audit(specs, options)
+        yield options
+        return
     with terminal.progress_bar(console) as update:
-        return audit(specs, replace(options, progress=update))
+        yield replace(options, progress=update)
 
 
 def report_inputs(result: AuditResult, args, formats: set) -> AuditResult:
@@ -302,27 +355,37 @@ def write_baseline(result: AuditResult, args) -> None:
         raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror or exc}") from None
 
 
-def exit_code(result: AuditResult, fail_on: Optional[str]) -> int:
-    """1 when a finding reaches --fail-on, else 0."""
+def exit_code(severities: Iterable[str], fail_on: Optional[str]) -> int:
+    """1 when a finding's severity reaches --fail-on, else 0."""
     if fail_on is None:
         return EXIT_CLEAN
     floor = SEVERITIES.index(fail_on)
-    return EXIT_FINDINGS if any(SEVERITIES.index(f.severity) >= floor for f in result.findings) else EXIT_CLEAN
+    return EXIT_FINDINGS if any(SEVERITIES.index(s) >= floor for s in severities) else EXIT_CLEAN
 
 
 def cmd_scan(args) -> int:
-    """``archaudit scan``."""
-    from auditor.pipeline import audit
+    """``archaudit scan``: a re-scan of unchanged inputs reuses the reports of the last scan."""
+    from auditor.pipeline import Scan
 
-    options = _options(args)
-    result = with_progress(audit, args.inputs, options)
-    for e in result.errors:
-        _say(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}")
-    write_baseline(result, args)
-    emit(result, args)
-    if dict(result.extras).get("failed_inputs"):
+    fmt, outputs = _formats(args)
+    formats = set(outputs.values()) | ({fmt} if fmt and not _coloured(fmt) else set())
+    result = None
+    with progress(_options(args)) as options, Scan(args.inputs, options) as scan:
+        names = scan.names
+        kept = None if args.write_baseline or _coloured(fmt) else kept_reports(scan.key, names, args, formats)
+        if kept is None:
+            result = scan.result()
+    if kept is not None:
+        texts, outcome = kept
+    else:
+        texts, outcome = rendered(result, args, formats, names), Outcome.of(result)
+        write_baseline(result, args)
+    for line in outcome.errors:
+        _say(line)
+    emit(texts, result, args)
+    if outcome.failed:
         return EXIT_ERROR  # the others were scanned and reported; this one could not be read at all
-    return exit_code(result, args.fail_on)
+    return exit_code(outcome.severities, args.fail_on)
 
 
 def cmd_rules(args) -> int:
@@ -380,7 +443,7 @@ def cmd_explain(args) -> int:
         print(json.dumps(docs, indent=2, ensure_ascii=False))
     else:
         print("\n".join(explain.render(g, findings[g.id], result.targets) for g in chosen), end="")
-    return exit_code(replace(result, findings=tuple(f for fs in findings.values() for f in fs)), args.fail_on)
+    return exit_code((f.severity for fs in findings.values() for f in fs), args.fail_on)
 
 
 def cmd_diff(args) -> int:
@@ -403,8 +466,8 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
 
     options = _options(args)
     old, new = (audit([spec], options) for spec in (old_spec, new_spec))
-    for e in old.errors + new.errors:
-        _say(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}")
+    for line in Outcome.of(old).errors + Outcome.of(new).errors:
+        _say(line)
     result = replace(diff.compare(old, new, options.targets, mode), extras=(("rules", options.rules or ()),))
     outputs = [(out, FORMAT_BY_SUFFIX.get(Path(out).suffix.lower())) for out in args.output]
     for out, fmt in outputs:
@@ -418,7 +481,7 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
             Path(out).write_text(REPORTERS[fmt](result), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return exit_code(replace(new, findings=result.findings), args.fail_on)
+    return exit_code((f.severity for f in result.findings), args.fail_on)
 
 
 def cmd_comment(args) -> int:

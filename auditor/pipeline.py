@@ -352,29 +352,48 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     and for C/CUDA files without a cache their structure); later stages read again only the
     files they need. With a cache, an unchanged input costs that read and one lookup.
     """
-    return _audit_input(files, input_name, options, store)[0]
-
-
-def _audit_input(files: Sequence, input_name: str, options: Options, store: Optional[Cache]) -> tuple[tuple, str]:
-    """:func:`audit_input_binaries`, and the key its result is cached under ("" without a cache)."""
     files = list(files)
+    survey = _survey(files, input_name, options, store) if store is not None else None
+    return _evaluate(files, input_name, options, store, survey)
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """An input read once for the cache: each file's first read, and the keys of its results."""
+
+    reads: list
+    final_key: str
+    """The finished result (gates with features, findings, binary records) under these options."""
+    input_key: str
+    """The extracted gates and errors, whatever the options."""
+
+
+def _survey(files: list, input_name: str, options: Options, store: Cache) -> _Survey:
+    with _Runner(options.jobs, len(files), options.progress) as runner:
+        reads = runner.map(files, digest=True, scan=False)
+    digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
+    return _Survey(reads, f"result:{digest}:{config_digest(options)}:{input_name}", f"input:{digest}:{input_name}")
+
+
+def _evaluate(files: list, input_name: str, options: Options, store: Optional[Cache],
+              survey: Optional[_Survey]) -> tuple:
+    """One input's result: from the cache when it holds it, else computed (and stored).
+    Without a cache (no ``survey``) the Python pass starts first, beside the workers' first
+    read of the files."""
+    if survey is not None:
+        hit = decode_final(store.get(survey.final_key))
+        if hit is not None:
+            return hit
     with _Runner(options.jobs, len(files), options.progress) as runner:
         py_future: Optional[Future] = None
-        if store is None:  # the Python pass needs no digest: start it now, beside the reads
+        if survey is None:
             py_future = runner.submit(_python_task, _python_files(files, None), runner.workers)
-        reads = runner.map(files, digest=store is not None, scan=store is None)
+            reads = runner.map(files, digest=False, scan=True)
+        else:
+            reads = survey.reads
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
-        final_key = input_key = ""
-        extracted = None
-        if store is not None:
-            digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
-            final_key = f"result:{digest}:{config_digest(options)}:{input_name}"
-            hit = decode_final(store.get(final_key))
-            if hit is not None:
-                return hit, final_key
-            input_key = f"input:{digest}:{input_name}"
-            extracted = decode_result(store.get(input_key))
+        extracted = decode_result(store.get(survey.input_key)) if survey is not None else None
         listings, bin_errors = read_binaries(readable, input_name)
         records = binary_records(listings, input_name, options.targets)
         packages = package_verdicts(records)
@@ -385,7 +404,7 @@ def _audit_input(files: Sequence, input_name: str, options: Options, store: Opti
         else:
             if py_future is None:
                 py_future = runner.submit(_python_task, _python_files(files, reads), runner.workers)
-            raw, errors = _cuda_gates(files, reads, store is None, input_name, store, runner)
+            raw, errors = _cuda_gates(files, reads, survey is None, input_name, store, runner)
             del reads
             # While the Python pass runs: the C/CUDA gates' features and findings. Rules see one
             # file's gates and suppression comments at a time, so the two halves add up.
@@ -396,13 +415,13 @@ def _audit_input(files: Sequence, input_name: str, options: Options, store: Opti
             findings += apply_rules(py_gates, [f for f in marked if f.language == "python"], options, packages)
             findings.sort(key=lambda f: (f.input, f.file, f.line, f.rule))
             raw, errors, gates = raw + py_raw, errors + py_errors, gates + py_gates
-            if store is not None:
-                store.put_many([(input_key, encode_result(raw, errors))])
+            if survey is not None:
+                store.put_many([(survey.input_key, encode_result(raw, errors))])
         del raw
     result = (gates, findings, errors + bin_errors, records)
-    if store is not None:
-        store.put_many([(final_key, encode_final(*result))])
-    return result, final_key
+    if survey is not None:
+        store.put_many([(survey.final_key, encode_final(*result))])
+    return result
 
 
 def config_digest(options: Options) -> str:
@@ -424,67 +443,130 @@ def audit_input(files: Sequence, input_name: str, options: Options,
 
 
 def audit(specs: Sequence[str], options: Options = Options()) -> AuditResult:
-    """Scan inputs (none: this interpreter's site-packages) into one result.
+    """Scan inputs (none: this interpreter's site-packages) into one result (:class:`Scan`)."""
+    with Scan(specs, options) as scan:
+        return scan.result()
+
+
+@dataclass(frozen=True)
+class _Listed:
+    provider: Provider
+    files: list
+    read_errors: list[FileError]
+    survey: _Survey
+
+
+class Scan:
+    """A scan of inputs (none: this interpreter's site-packages), in two steps.
+
+    Made, it has resolved its inputs and, with a cache, listed, read and hashed their files:
+    ``key`` then names the result before it is built ("" without a cache), so that a caller
+    who kept what it made of that result last time (a rendered report) need not build it.
+    :meth:`result` builds it. Without a cache each input is listed only when its turn comes,
+    so that its files are not held while others are scanned.
 
     An input that cannot be read at all is reported in ``errors`` (with no file) and named in
     the ``failed_inputs`` extra, and the other inputs are still scanned; when no input can be
     read, the first one's InputError is raised.
     """
-    failed: list[tuple[str, InputError]] = []
-    provs: list[Provider] = []
-    if not specs:
-        provs = providers(specs, options.filters, options.download_dir)
-    for spec in specs:
+
+    def __init__(self, specs: Sequence[str], options: Options = Options()):
+        self.options = options
+        self.failed: list[tuple[str, InputError]] = []
+        self.store = Cache(options.cache_dir) if options.cache_dir else None
+        self.key = ""
         try:
-            provs.append(provider_for(spec, options.filters, options.download_dir))
+            provs: list[Provider] = providers(specs, options.filters, options.download_dir) if not specs else []
+            for spec in specs:
+                try:
+                    provs.append(provider_for(spec, options.filters, options.download_dir))
+                except InputError as exc:
+                    self.failed.append((spec, exc))
+            self.inputs: list = provs
+            if self.store is not None:
+                self.inputs = [x for x in map(self._survey, provs) if x is not None]
+                if self.inputs:
+                    self.key = hashlib.blake2b(json.dumps([
+                        sorted([x.survey.final_key, [[e.file, e.reason, e.input] for e in x.read_errors]]
+                               for x in self.inputs),
+                        sorted((spec, str(exc)) for spec, exc in self.failed),
+                    ]).encode(), digest_size=16).hexdigest()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "Scan":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the cache and any archives still open."""
+        if self.store:
+            self.store.close()
+            self.store = None
+        close_archives()
+
+    @property
+    def names(self) -> list[str]:
+        """The inputs, as given (a cache keeps one report per format and set of inputs)."""
+        return [x.provider.spec if isinstance(x, _Listed) else x.spec for x in self.inputs]
+
+    def _list(self, p: Provider) -> Optional[tuple[list, list[FileError]]]:
+        try:
+            return read_all(p)
         except InputError as exc:
-            failed.append((spec, exc))
-    gates: list[Gate] = []
-    errors: list[FileError] = []
-    findings: list[Finding] = []
-    inputs: list[InputInfo] = []
-    shipped: list[dict] = []
-    keys: list = []
-    store = Cache(options.cache_dir) if options.cache_dir else None
-    try:
-        for p in provs:
-            try:
-                files, read_errors = read_all(p)
-            except InputError as exc:
-                failed.append((p.spec, exc))
-                continue
+            self.failed.append((p.spec, exc))
+            return None
+
+    def _survey(self, p: Provider) -> Optional[_Listed]:
+        listed = self._list(p)
+        if listed is None:
+            return None
+        files, read_errors = listed
+        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options, self.store))
+
+    def result(self) -> AuditResult:
+        """Every input evaluated, or read from the cache, into one result."""
+        options = self.options
+        gates: list[Gate] = []
+        errors: list[FileError] = []
+        findings: list[Finding] = []
+        inputs: list[InputInfo] = []
+        shipped: list[dict] = []
+        for item in self.inputs:
+            if isinstance(item, _Listed):
+                p, files, read_errors, survey = item.provider, item.files, item.read_errors, item.survey
+            else:
+                listed = self._list(item)
+                if listed is None:
+                    continue
+                (files, read_errors), p, survey = listed, item, None
             inputs.append(p.info())
-            (g, f, e, b), key = _audit_input(files, p.spec, options, store)
-            keys.append([key, [[x.file, x.reason, x.input] for x in read_errors]])
+            g, f, e, b = _evaluate(files, p.spec, options, self.store, survey)
             del files
             shipped += b
             gates += g
             findings += f
             errors += read_errors + e
-    finally:
-        if store:
-            store.close()
-        close_archives()
-    if failed and not inputs:
-        raise failed[0][1]
-    for spec, exc in failed:
-        reason = str(exc)
-        errors.append(FileError("", reason[len(spec) + 2:] if reason.startswith(f"{spec}: ") else reason, spec))
-    extras: list[tuple[str, object]] = []
-    if shipped:
-        extras.append(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))))
-    if failed:
-        extras.append(("failed_inputs", tuple(sorted(spec for spec, _ in failed))))
-    every = [k for k, _ in keys]
-    key = "" if store is None or not all(every) else hashlib.blake2b(
-        json.dumps([sorted(keys), sorted((spec, str(exc)) for spec, exc in failed)]).encode(), digest_size=16).hexdigest()
-    return AuditResult(
-        key=key,
-        tool_version=__version__,
-        targets=options.targets,
-        inputs=tuple(sorted(inputs, key=lambda i: (i.path, i.kind))),
-        gates=tuple(sorted(gates, key=lambda g: (g.input, g.file, g.line, g.kind, g.id))),
-        findings=tuple(sorted(findings, key=lambda f: (f.input, f.file, f.line, f.rule, f.gate))),
-        errors=tuple(sorted(set(errors), key=lambda e: (e.input, e.file, e.reason))),
-        extras=tuple(extras),
-    )
+        if self.failed and not inputs:
+            raise self.failed[0][1]
+        for spec, exc in self.failed:
+            reason = str(exc)
+            errors.append(FileError("", reason[len(spec) + 2:] if reason.startswith(f"{spec}: ") else reason, spec))
+        extras: list[tuple[str, object]] = []
+        if shipped:
+            extras.append(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))))
+        if self.failed:
+            extras.append(("failed_inputs", tuple(sorted(spec for spec, _ in self.failed))))
+        return AuditResult(
+            tool_version=__version__,
+            targets=options.targets,
+            inputs=tuple(sorted(inputs, key=lambda i: (i.path, i.kind))),
+            gates=tuple(sorted(gates, key=lambda g: (g.input, g.file, g.line, g.kind, g.id))),
+            findings=tuple(sorted(findings, key=lambda f: (f.input, f.file, f.line, f.rule, f.gate))),
+            errors=tuple(sorted(set(errors), key=lambda e: (e.input, e.file, e.reason))),
+            extras=tuple(extras),
+            key=self.key,
+        )

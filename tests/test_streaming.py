@@ -131,18 +131,34 @@ def report_slots(cache: Path) -> list[str]:
         db.close()
 
 
-def test_warm_scan_does_not_render_again(tmp_path, monkeypatch):
+def test_warm_scan_does_not_evaluate_or_render_again(tmp_path, monkeypatch, capsys):
     root = tree(tmp_path / "t")
+    (root / "pkg" / "broken.cu").write_bytes(b"#if __CUDA_ARCH__ >= 900\n")  # an error line on stderr
     cache = tmp_path / "cache"
-    cold = scan_to(tmp_path, root, cache)
-    assert cold == scan_to(tmp_path, root, tmp_path / "other", "--no-cache")
+    cold = scan_to(tmp_path, root, cache, "--fail-on", "high")
+    cold_err = capsys.readouterr().err
+    assert "broken.cu" in cold_err
+    assert cold == scan_to(tmp_path, root, tmp_path / "other", "--no-cache", "--fail-on", "high")
+    capsys.readouterr()
 
     def fail(*a, **k):
-        raise AssertionError("a report was rendered again for an unchanged result")
+        raise AssertionError("a result was decoded or a report rendered again for an unchanged input")
 
     real = cli.renderers()
     monkeypatch.setattr(cli, "renderers", lambda: {fmt: fail for fmt in real})
-    assert scan_to(tmp_path, root, cache) == cold
+    monkeypatch.setattr(pipeline, "decode_final", fail)
+    out = tmp_path / "out"
+    args = ["scan", str(root), "--cache-dir", str(cache), "--jobs", "1", "--fail-on", "high"]
+    outputs = [a for s in (".json", ".sarif", ".md", ".html", ".txt") for a in ("-o", str(out / f"r{s}"))]
+    assert cli.main(args + outputs) == 1  # ARCH001 is high: the exit code comes back with the reports
+    assert capsys.readouterr().err == cold_err
+    assert {p.suffix: p.read_text(encoding="utf-8") for p in out.iterdir()} == cold
+    assert cli.main(args + ["--fail-on", "info"] + outputs) == 1
+    capsys.readouterr()
+    assert cli.main(args + ["--format", "json"]) == 1 and capsys.readouterr().out == cold[".json"]
+    # Writing a baseline needs the findings themselves.
+    with pytest.raises(AssertionError, match="decoded or a report rendered"):
+        cli.main(args + ["--format", "json", "--write-baseline", str(tmp_path / "baseline.json")])
 
 
 def test_a_changed_result_or_report_option_renders_again(tmp_path):
