@@ -341,11 +341,13 @@ def archaudit_cmd(spec: Optional[str]) -> list[str]:
 
 
 def freeze(where: Path) -> Path:
-    """A copy of the package (with its rules as ``auditor.rules``) for ``PYTHONPATH``."""
+    """A copy of the package (with its rules and report templates as ``auditor.rules`` and
+    ``auditor.reports``, as installed) for ``PYTHONPATH``."""
     shutil.rmtree(where, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "auditor", where / "auditor", ignore=ignore)
-    shutil.copytree(REPO / "rules", where / "auditor" / "rules", ignore=ignore)
+    for sub in ("rules", "reports"):
+        shutil.copytree(REPO / sub, where / "auditor" / sub, ignore=ignore)
     return where
 
 
