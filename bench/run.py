@@ -180,17 +180,36 @@ class Run:
     """The output is what the tool writes when it works (set by Tool.check)."""
 
 
-def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Optional[dict] = None) -> Run:
-    """Run cmd, stdout/stderr to temporary files; wall time and this child's rusage from wait4.
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{usage.ru_utime + usage.ru_stime} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
+"""Runs a command and writes its rusage. The kernel charges an exec'd child with the peak RSS of
+the process it was forked from; started from this small launcher, not from the benchmark
+(which holds the tools' outputs), a tool's peak is its own."""
 
-    The child leads its own session, so a timeout kills it and everything it started.
-    ru_maxrss is the largest single process among the child and the descendants it waited
-    for (worker pools, semgrep-core), not their sum.
+
+def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Optional[dict] = None) -> Run:
+    """Run cmd, stdout/stderr to temporary files; wall time, and the rusage of cmd (:data:`LAUNCHER`).
+
+    The launcher leads its own session, so a timeout kills it, cmd and everything cmd started.
+    ru_maxrss is the largest single process among cmd and the descendants it waited for
+    (worker pools, semgrep-core), not their sum.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as usage_file:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, usage_file.name, *cmd], stdout=out,
+                                stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True)
         expired = threading.Event()
 
         def kill() -> None:
@@ -203,7 +222,7 @@ def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Op
         timer = threading.Timer(timeout, kill)
         timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status, _ = os.wait4(proc.pid, 0)
         finally:
             timer.cancel()
         wall = time.perf_counter() - t0
@@ -215,7 +234,8 @@ def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Op
                 pass
         out.seek(0)
         err.seek(0)
-        return Run(wall=wall, cpu=usage.ru_utime + usage.ru_stime, maxrss_kib=usage.ru_maxrss,
+        cpu, maxrss = (usage_file.read().split() + ["nan", "0"])[:2]  # empty when killed
+        return Run(wall=wall, cpu=float(cpu), maxrss_kib=int(maxrss),
                    rc=proc.returncode, timed_out=expired.is_set(), stdout=out.read(), stderr=err.read())
 
 
