@@ -771,7 +771,7 @@ def main(argv=None) -> int:
         "Matches are each tool's own unit: ripgrep counts candidate lines, archaudit gates (one per "
         "branch or Python condition, with what it admits), semgrep and ast-grep rule matches "
         "(bench/rules/). CPU s is user + system of the process and the children it waited for; "
-        "peak RSS is the largest single process among them (wait4 ru_maxrss), not a sum.",
+        "peak RSS is the largest single process among them (ru_maxrss, read by a launcher between the benchmark and the tool), not a sum.",
     ]
     if scaling:
         lines += ["", "## Scaling: archaudit cold", "",
