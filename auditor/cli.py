@@ -6,17 +6,16 @@ import argparse
 import gc
 import os
 import sys
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from contextlib import closing, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
 from auditor import __version__, arch
-from auditor.model import AuditResult
+from auditor.model import SEVERITIES, AuditResult
 from auditor.sources import Filters, InputError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-SEVERITIES = ("info", "low", "medium", "high")
 FORMAT_BY_SUFFIX = {".json": "json", ".txt": "text", ".sarif": "sarif", ".md": "markdown", ".html": "html", ".htm": "html"}
 
 
@@ -187,88 +186,9 @@ def emit(texts: dict[str, str], result: Optional[AuditResult], args) -> None:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What a scan tells besides its reports: error lines for stderr, finding severities for the
-    exit code, and whether an input could not be read at all. Kept with cached reports, so that
-    a warm re-scan that reuses them says and exits exactly as the scan that made them."""
-
-    errors: tuple[str, ...]
-    severities: tuple[str, ...]
-    failed: bool
-
-    @classmethod
-    def of(cls, result: AuditResult) -> "Outcome":
-        lines = tuple(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}"
-                      for e in result.errors)
-        return cls(lines, tuple(sorted({f.severity for f in result.findings})),
-                   bool(dict(result.extras).get("failed_inputs")))
-
-
-def _report_keys(key: str, inputs: Sequence[str], args, formats: set) -> dict[str, tuple[str, str]]:
-    """Per format: the cache slot its text is kept in (one per format and set of inputs, so the
-    cache does not grow with every scan) and the key the kept text must carry to be reused."""
-    link = getattr(args, "link_base", "") or ""
-    return {f: ("report:" + _digest([f, sorted(inputs)]), _digest([key, f, link])) for f in formats}
-
-
-def kept_reports(key: str, inputs: Sequence[str], args, formats: set) -> Optional[tuple[dict[str, str], Outcome]]:
-    """The report texts rendered last time for the result named ``key``, and its outcome;
-    None unless every format is there."""
-    from auditor.cache import Cache
-
-    if not key or not formats or _cache_dir(args) is None:
-        return None
-    store = Cache(_cache_dir(args))
-    try:
-        texts, outcome = {}, None
-        for fmt, (slot, want) in _report_keys(key, inputs, args, formats).items():
-            hit = store.get(slot)
-            if not isinstance(hit, dict) or hit.get("key") != want or not _strings(hit.get("errors")) \
-                    or not _strings(hit.get("severities")) or not set(hit["severities"]) <= set(SEVERITIES) \
-                    or not isinstance(hit.get("text"), str) or not isinstance(hit.get("failed"), bool):
-                return None
-            texts[fmt] = hit["text"]
-            outcome = Outcome(tuple(hit["errors"]), tuple(hit["severities"]), hit["failed"])
-        return texts, outcome
-    finally:
-        store.close()
-
-
-def _strings(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def rendered(result: AuditResult, args, formats: set, inputs: Sequence[str] = ()) -> dict[str, str]:
-    """Each format's report text, kept in the cache for the next scan of the same result
-    (:func:`kept_reports`) when the result has a key."""
-    from auditor.cache import Cache
-
-    table = renderers()
-    full = report_inputs(result, args, formats)
-    texts = {fmt: table[fmt](full) for fmt in formats}
-    if result.key and _cache_dir(args) is not None:
-        outcome = Outcome.of(result)
-        store = Cache(_cache_dir(args))
-        try:
-            store.put_many([(slot, {"key": want, "text": texts[f], "errors": list(outcome.errors),
-                                    "severities": list(outcome.severities), "failed": outcome.failed})
-                            for f, (slot, want) in _report_keys(result.key, inputs, args, formats).items()])
-        finally:
-            store.close()
-    return texts
-
-
 def _cache_dir(args) -> Optional[Path]:
     """The result cache's directory; None with ``--no-cache``."""
     return None if getattr(args, "no_cache", False) else (getattr(args, "cache_dir", None) or default_cache_dir())
-
-
-def _digest(parts) -> str:
-    import hashlib
-    import json
-
-    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
 
 
 @contextmanager
@@ -364,22 +284,29 @@ def exit_code(severities: Iterable[str], fail_on: Optional[str]) -> int:
 
 
 def cmd_scan(args) -> int:
-    """``archaudit scan``: a re-scan of unchanged inputs reuses the reports of the last scan."""
+    """``archaudit scan``: a re-scan of unchanged inputs writes the reports of the last scan
+    again (:mod:`auditor.kept`), with its error lines and exit code."""
+    from auditor import kept
+    from auditor.cache import Cache
     from auditor.pipeline import Scan
 
     fmt, outputs = _formats(args)
     formats = set(outputs.values()) | ({fmt} if fmt and not _coloured(fmt) else set())
-    result = None
-    with progress(_options(args)) as options, Scan(args.inputs, options) as scan:
-        names = scan.names
-        kept = None if args.write_baseline or _coloured(fmt) else kept_reports(scan.key, names, args, formats)
-        if kept is None:
-            result = scan.result()
-    if kept is not None:
-        texts, outcome = kept
-    else:
-        texts, outcome = rendered(result, args, formats, names), Outcome.of(result)
-        write_baseline(result, args)
+    link_base = getattr(args, "link_base", "") or ""
+    with closing(Cache(_cache_dir(args))) as store:
+        with progress(_options(args)) as options, Scan(args.inputs, options) as scan:
+            names = scan.names
+            found = None if args.write_baseline or _coloured(fmt) else kept.find(store, scan.key, names, link_base,
+                                                                                 formats)
+            result = None if found else scan.result()
+        if found:
+            texts, outcome = found
+        else:
+            table = renderers()
+            full = report_inputs(result, args, formats)
+            texts, outcome = {f: table[f](full) for f in formats}, kept.Outcome.of(result)
+            kept.keep(store, result.key, names, link_base, texts, outcome)
+            write_baseline(result, args)
     for line in outcome.errors:
         _say(line)
     emit(texts, result, args)
@@ -466,6 +393,8 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
 
     options = _options(args)
     old, new = (audit([spec], options) for spec in (old_spec, new_spec))
+    from auditor.kept import Outcome
+
     for line in Outcome.of(old).errors + Outcome.of(new).errors:
         _say(line)
     result = replace(diff.compare(old, new, options.targets, mode), extras=(("rules", options.rules or ()),))

@@ -103,6 +103,10 @@ class Gate:
     """Top-level package or folder the file belongs to."""
 
 
+SEVERITIES = ("info", "low", "medium", "high")
+"""Finding severities, lowest first (``--fail-on`` counts from one of them up)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """Why a person should care about a gate: a rule that matched it."""
