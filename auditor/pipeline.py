@@ -13,9 +13,12 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import multiprocessing
 import os
+import queue
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -101,9 +104,35 @@ def _work(tasks: Sequence[tuple]) -> list[tuple[FileRead, object]]:
 
 
 def _python_task(files: Sequence, jobs: int = 1) -> tuple[list[Gate], list[FileError]]:
-    """The Python pass, its modules read in ``jobs`` processes of its own. A file that cannot
-    be read reads as empty (:class:`LazyFile`): the read pass reports it."""
-    return python_gates.extract(files, jobs)
+    """The Python pass in a pool worker, its modules read in ``jobs`` processes of its own. A
+    file that cannot be read reads as empty (:class:`LazyFile`): the read pass reports it.
+    Its progress goes back through the pool's channel, when the parent opened one."""
+    global _CHANNEL
+    channel = _CHANNEL
+    if channel is None:
+        return python_gates.extract(files, jobs)
+
+    def report(step: str, done: int, total: int) -> None:
+        # at most ~100 messages a step: all of them fit in the pipe, so the flush below never
+        # waits for a parent that is not reading (one that failed and is shutting the pool down)
+        if done == total or done % max(1, total // 100) == 0:
+            channel.put((step, done, total))
+
+    try:
+        return python_gates.extract(files, jobs, report)
+    finally:  # flush what is queued before the result goes back (this worker reports no more)
+        _CHANNEL = None
+        channel.close()
+        channel.join_thread()
+
+
+_CHANNEL = None
+"""In pool workers: the queue the Python pass reports its progress to (None: nobody watches)."""
+
+
+def _open_channel(channel) -> None:
+    global _CHANNEL
+    _CHANNEL = channel
 
 
 class _Runner:
@@ -116,7 +145,12 @@ class _Runner:
     def __init__(self, jobs: int, files: int, progress=None):
         self.workers = jobs or os.cpu_count() or 1
         use_pool = self.workers > 1 and files >= PARALLEL_MIN_FILES
-        self.pool = ProcessPoolExecutor(max_workers=self.workers) if use_pool else None
+        self.pool = self.channel = None
+        if use_pool:
+            context = multiprocessing.get_context()
+            self.channel = context.Queue() if progress else None
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context,
+                                            initializer=_open_channel, initargs=(self.channel,))
         self.progress = progress
 
     def __enter__(self) -> "_Runner":
@@ -125,14 +159,36 @@ class _Runner:
     def __exit__(self, *exc) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.channel is not None:
+            self.channel.close()
 
-    def submit(self, fn, *args) -> Future:
-        """One job: in a worker when there is a pool, else now."""
+    def python(self, files: Sequence) -> Future:
+        """The Python pass: in a worker when there is a pool (see :meth:`wait`), else now."""
         if self.pool is not None:
-            return self.pool.submit(fn, *args)
+            return self.pool.submit(_python_task, files, self.workers)
         done: Future = Future()
-        done.set_result(fn(*args))
+        done.set_result(python_gates.extract(files, self.workers, self._python_progress))
         return done
+
+    def wait(self, future: Future):
+        """The Python pass's result, passing on its progress while it runs (and what it
+        reported last, which the worker flushes before it returns)."""
+        while self.channel is not None:
+            try:
+                return future.result(timeout=0.2)
+            except FutureTimeout:
+                pass
+            finally:
+                while True:
+                    try:
+                        self._python_progress(*self.channel.get_nowait())
+                    except queue.Empty:
+                        break
+        return future.result()
+
+    def _python_progress(self, step: str, done: int, total: int) -> None:
+        if self.progress:
+            self.progress(f"python ({step})", done, total)
 
     def map(self, files: Sequence, digest: bool, scan: bool, stage: str = "read") -> list[tuple[FileRead, object]]:
         """:func:`_work` over ``files``, results in their order."""
@@ -246,8 +302,8 @@ def _cuda_gates(files: Sequence, reads: Sequence[tuple[FileRead, object]], scann
     return gates, errors
 
 
-def _python_result(future: Future, input_name: str) -> tuple[list[Gate], list[FileError]]:
-    py_gates, py_errors = future.result()
+def _python_result(found: tuple[list[Gate], list[FileError]], input_name: str) -> tuple[list[Gate], list[FileError]]:
+    py_gates, py_errors = found
     return [replace(g, input=input_name) for g in py_gates], [replace(e, input=input_name) for e in py_errors]
 
 
@@ -387,7 +443,7 @@ def _evaluate(files: list, input_name: str, options: Options, store: Optional[Ca
     with _Runner(options.jobs, len(files), options.progress) as runner:
         py_future: Optional[Future] = None
         if survey is None:
-            py_future = runner.submit(_python_task, _python_files(files, None), runner.workers)
+            py_future = runner.python(_python_files(files, None))
             reads = runner.map(files, digest=False, scan=True)
         else:
             reads = survey.reads
@@ -403,14 +459,14 @@ def _evaluate(files: list, input_name: str, options: Options, store: Optional[Ca
             findings = apply_rules(gates, marked, options, packages)
         else:
             if py_future is None:
-                py_future = runner.submit(_python_task, _python_files(files, reads), runner.workers)
+                py_future = runner.python(_python_files(files, reads))
             raw, errors = _cuda_gates(files, reads, survey is None, input_name, store, runner)
             del reads
             # While the Python pass runs: the C/CUDA gates' features and findings. Rules see one
             # file's gates and suppression comments at a time, so the two halves add up.
             gates = with_features(raw, readable, options.targets)
             findings = apply_rules(gates, [f for f in marked if f.language != "python"], options, packages)
-            py_raw, py_errors = _python_result(py_future, input_name)
+            py_raw, py_errors = _python_result(runner.wait(py_future), input_name)
             py_gates = with_features(py_raw, readable, options.targets)
             findings += apply_rules(py_gates, [f for f in marked if f.language == "python"], options, packages)
             findings.sort(key=lambda f: (f.input, f.file, f.line, f.rule))

@@ -13,7 +13,7 @@ import bisect
 import gc
 import multiprocessing
 import re
-from typing import Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from . import arch, fingerprint, model
 from .pygates import names
@@ -29,7 +29,12 @@ _BATCH = 16
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
-def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[model.Gate], list[model.FileError]]:
+Progress = Optional[Callable[[str, int, int], None]]
+"""Called as (step, done, total): ``parse`` per file parsed, ``evaluate`` per batch of modules read."""
+
+
+def extract(files: Sequence[model.SourceFile], jobs: int = 1,
+            progress: Progress = None) -> tuple[list[model.Gate], list[model.FileError]]:
     """Gates and unreadable files among the Python files of one input.
 
     The program is loaded once; its modules are then read off in batches of neighbours (by
@@ -37,7 +42,7 @@ def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[mode
     in ``jobs`` forked processes that inherit the parsed trees (they cannot be pickled). The
     batches do not depend on ``jobs``, so neither do the gates."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
-    prog, relevant = load(python)
+    prog, relevant = load(python, progress)
     inputs = {f.path: f.input for f in python}
     paths = sorted(prog.by_path)
     batches = [paths[i:i + _BATCH] for i in range(0, len(paths), _BATCH)]
@@ -52,9 +57,9 @@ def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[mode
             # the largest batches first, so that no worker is left with a big one at the end
             batches.sort(key=lambda b: -sum(len(prog.by_path[p].data) for p in b))
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                parts = pool.map(_read_modules, batches, chunksize=1)
+                parts = _counted(pool.imap(_read_modules, batches, chunksize=1), len(batches), progress)
         else:
-            parts = [_read_modules(b) for b in batches]
+            parts = _counted(map(_read_modules, batches), len(batches), progress)
     finally:
         _LOADED = None
         gc.unfreeze()
@@ -63,6 +68,15 @@ def extract(files: Sequence[model.SourceFile], jobs: int = 1) -> tuple[list[mode
     gates.sort(key=lambda g: (g.file, g.line, g.id))
     errors.sort(key=lambda e: e.file)
     return gates, errors
+
+
+def _counted(parts: Iterable, total: int, progress: Progress) -> list:
+    out = []
+    for part in parts:
+        out.append(part)
+        if progress:
+            progress("evaluate", len(out), total)
+    return out
 
 
 _LOADED = None
@@ -90,7 +104,7 @@ def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.Fi
     return gates, errors
 
 
-def load(files: Sequence[model.SourceFile]):
+def load(files: Sequence[model.SourceFile], progress: Progress = None):
     """Parse the files that matter: those with arch tokens, then those that name a predicate
     the parsed ones define, until no new predicate turns up.
 
@@ -109,7 +123,13 @@ def load(files: Sequence[model.SourceFile]):
     something new."""
     fresh: set[str] = set()
     for _ in range(_MAX_ROUNDS):
-        loaded = [m for m in map(prog.load, pending) if m is not None]
+        loaded = []
+        for i, f in enumerate(pending):
+            m = prog.load(f)
+            if m is not None:
+                loaded.append(m)
+            if progress:
+                progress("parse", i + 1, len(pending))
         # what a settled unit may now reach: the predicates just learned, and whatever the newly
         # loaded modules define (a method on an opaque receiver is found by its name)
         defined = {n for m in loaded for n in m.bindings} | {n for m in loaded for c in m.classes.values() for n in c.bindings}

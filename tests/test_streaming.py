@@ -247,3 +247,18 @@ def test_cache_encoding_round_trips_every_field():
     wire = json.loads(json.dumps(encode_final(gates, findings, errors, records)))
     assert decode_final(wire) == (gates, findings, errors, records)
     assert decode_result(json.loads(json.dumps(encode_result(gates, errors)))) == (gates, errors)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_python_pass_reports_progress(tmp_path, monkeypatch, jobs):
+    """In this process, or from its pool worker through a queue: files parsed, batches read."""
+    root = tree(tmp_path / "t", 40)  # 40 modules: three batches of 16
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 1)
+    seen: list[tuple[str, int, int]] = []
+    options = pipeline.Options(jobs=jobs, progress=lambda *event: seen.append(event))
+    result = pipeline.audit([str(root)], options)
+    assert len([g for g in result.gates if g.language == "python"]) == 40
+    parse = [e for e in seen if e[0] == "python (parse)"]
+    evaluate = [e for e in seen if e[0] == "python (evaluate)"]
+    assert parse and parse[-1][1] == parse[-1][2] == 40
+    assert [done for _, done, _ in evaluate] == [1, 2, 3] and {total for _, _, total in evaluate} == {3}
