@@ -14,11 +14,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from auditor import model
 from auditor.model import AuditResult, Finding, Gate
 from auditor.render.json import verdicts
 from auditor.render.text import printable
 
-SEVERITIES = ("high", "medium", "low", "info")
+SEVERITIES = tuple(reversed(model.SEVERITIES))
 """Worst first, as reports list them."""
 CLASSIFICATIONS = ("hardware", "conservative", "unknown")
 
