@@ -47,6 +47,11 @@ def tool_digest() -> str:
     return h.hexdigest()
 
 
+def json_digest(parts: Any) -> str:
+    """Digest of a JSON-able value (keys made of options, inputs and other keys)."""
+    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
+
+
 def content_digest(data: bytes) -> str:
     """Digest of one file's bytes."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()

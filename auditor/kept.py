@@ -9,12 +9,10 @@ in it, or anything of the wrong shape, is a miss.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from auditor.cache import Cache
+from auditor.cache import Cache, json_digest
 from auditor.model import SEVERITIES, AuditResult
 
 
@@ -35,13 +33,9 @@ class Outcome:
                    bool(dict(result.extras).get("failed_inputs")))
 
 
-def _digest(parts) -> str:
-    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
-
-
 def _slots(key: str, inputs: Sequence[str], link_base: str, formats) -> dict[str, tuple[str, str]]:
     """Per format: the slot its text is kept in, and the key the kept text must carry."""
-    return {f: ("report:" + _digest([f, sorted(inputs)]), _digest([key, f, link_base])) for f in formats}
+    return {f: ("report:" + json_digest([f, sorted(inputs)]), json_digest([key, f, link_base])) for f in formats}
 
 
 def _strings(v) -> bool:

@@ -11,7 +11,6 @@ worker of its own while this process evaluates the C/CUDA gates.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import multiprocessing
 import os
@@ -28,7 +27,7 @@ from auditor.arch import Target
 from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
 from auditor.cache import (
     Cache, content_digest, decode_final, decode_result, decode_structure, encode_final, encode_result, encode_structure,
-    input_digest, tool_digest,
+    input_digest, json_digest, tool_digest,
 )
 from auditor.preprocessor import Evaluator, MacroTable, Structure
 from auditor.sources import (
@@ -488,7 +487,7 @@ def config_digest(options: Options) -> str:
         [[r.id, r.name, r.severity, list(r.languages), list(r.kinds), r.condition, r.message, r.source] for r in rules],
         sorted(options.select), sorted(options.ignore), sorted(map(list, options.baseline)),
     ]
-    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
+    return json_digest(parts)
 
 
 def audit_input(files: Sequence, input_name: str, options: Options,
@@ -542,11 +541,11 @@ class Scan:
             if self.store is not None:
                 self.inputs = [x for x in map(self._survey, provs) if x is not None]
                 if self.inputs:
-                    self.key = hashlib.blake2b(json.dumps([
+                    self.key = json_digest([
                         sorted([x.survey.final_key, [[e.file, e.reason, e.input] for e in x.read_errors]]
                                for x in self.inputs),
-                        sorted((spec, str(exc)) for spec, exc in self.failed),
-                    ]).encode(), digest_size=16).hexdigest()
+                        sorted([spec, str(exc)] for spec, exc in self.failed),
+                    ])
         except BaseException:
             self.close()
             raise
