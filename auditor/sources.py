@@ -52,14 +52,13 @@ def language_of(path: str, head: bytes = b"") -> Optional[str]:
     and, for templates, the text."""
     if _SHARED_OBJECT.search(path):
         return "binary"
-    stem, suffix = posixpath.splitext(path.rpartition("/")[2])
-    suffix = suffix.lower()
+    suffix = _suffix(path)
     if suffix == ".py":
         return "python"
     if suffix in C_EXTENSIONS:
         return "cuda"
     if suffix in TEMPLATE_EXTENSIONS:
-        inner = posixpath.splitext(stem)[1].lower()
+        inner = _suffix(path[:len(path) - len(suffix)])
         if inner in C_EXTENSIONS:
             return "cuda"
         if inner == "" and _TEMPLATE_HINT.search(head):
