@@ -183,7 +183,7 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict
 
 def _words(node) -> frozenset[str]:
     """The identifiers a unit mentions (to tell when something it names is new)."""
-    return frozenset(w.decode() for w in _IMPORT_NAME.findall(node.text))
+    return frozenset(w.decode() for w in _IDENTIFIER.findall(node.text))
 
 
 def _holds(starts: Sequence[int], node) -> bool:
@@ -272,7 +272,7 @@ def _split(files, pattern: re.Pattern, errors: list) -> tuple[list, list]:
     return hit, miss
 
 
-_IMPORT_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def imported(data: bytes) -> set[str]:
@@ -288,7 +288,7 @@ def imported(data: bytes) -> set[str]:
         if data.find(b"(", pos, end) >= 0:
             close = data.find(b")", pos)
             end = len(data) if close < 0 else close
-        for w in _IMPORT_NAME.findall(data, start, end):
+        for w in _IDENTIFIER.findall(data, start, end):
             out.add(w.decode())
         pos = data.find(b"import", end)
     return out
