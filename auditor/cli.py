@@ -170,9 +170,9 @@ def _coloured(fmt: Optional[str]) -> bool:
     return fmt == "text" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def emit(texts: dict[str, str], result: Optional[AuditResult], args) -> None:
-    """Write the reports: stdout in --format, and each -o FILE by its extension."""
-    fmt, outputs = _formats(args)
+def emit(texts: dict[str, str], result: Optional[AuditResult], args, fmt: Optional[str],
+         outputs: dict[str, str]) -> None:
+    """Write the reports (:func:`_formats`): stdout in ``fmt``, and each -o FILE in its format."""
     if _coloured(fmt):
         from auditor.render import terminal
 
@@ -309,7 +309,7 @@ def cmd_scan(args) -> int:
             write_baseline(result, args)
     for line in outcome.errors:
         _say(line)
-    emit(texts, result, args)
+    emit(texts, result, args, fmt, outputs)
     if outcome.failed:
         return EXIT_ERROR  # the others were scanned and reported; this one could not be read at all
     return exit_code(outcome.severities, args.fail_on)
