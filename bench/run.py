@@ -607,7 +607,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--archaudit", default=None, metavar="CMD",
                    help="how to run archaudit (default: this Python's `-m auditor`)")
     p.add_argument("--freeze", action="store_true",
-                   help="run archaudit from a copy of auditor/ and rules/ taken at the start, so that edits to the "
+                   help="run archaudit from a copy of auditor/, rules/ and reports/ taken at the start, so that edits to the "
                         "working tree during a long run change neither the code measured nor the warm cache's key")
     p.add_argument("--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)")
     args = p.parse_args(argv)
