@@ -408,7 +408,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     files they need. With a cache, an unchanged input costs that read and one lookup.
     """
     files = list(files)
-    survey = _survey(files, input_name, options, store) if store is not None else None
+    survey = _survey(files, input_name, options) if store is not None else None
     return _evaluate(files, input_name, options, store, survey)
 
 
@@ -423,7 +423,7 @@ class _Survey:
     """The extracted gates and errors, whatever the options."""
 
 
-def _survey(files: list, input_name: str, options: Options, store: Cache) -> _Survey:
+def _survey(files: list, input_name: str, options: Options) -> _Survey:
     with _Runner(options.jobs, len(files), options.progress) as runner:
         reads = runner.map(files, digest=True, scan=False)
     digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
@@ -580,7 +580,7 @@ class Scan:
         if listed is None:
             return None
         files, read_errors = listed
-        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options, self.store))
+        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options))
 
     def result(self) -> AuditResult:
         """Every input evaluated, or read from the cache, into one result."""
