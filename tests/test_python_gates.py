@@ -146,3 +146,30 @@ def test_a_body_parsed_blank_is_read_once_it_calls_a_predicate():
     assert not errors
     [g] = [g for g in gates if g.file == "pkg/ops.py" and g.context == "run"]
     assert (g.line, g.expression, g.admits) == (9, "fast_path_ok()", ("9.0",))
+
+
+def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
+    """What a loop body assigns is unknown at its top (it may have run before): every name it
+    binds, in any form, but not the names its nested functions, classes or lambdas bind."""
+    from auditor.pygates.symbols import assigned_in, parse
+
+    src = (b"for i in range(3):\n"
+           b"    a = b = f(i)\n"
+           b"    c, (d, *e) = g()\n"
+           b"    n += 1\n"
+           b"    for k, v in items:\n"
+           b"        if k:\n"
+           b"            w = v\n"
+           b"    def inner():\n"
+           b"        hidden = 1\n"
+           b"    class C:\n"
+           b"        also_hidden = 2\n"
+           b"    h = lambda x: x\n")
+    mod, error = parse(SourceFile("loop.py", src, "python"))
+    assert error is None
+    loop = mod.root.named_children[0]
+    body = loop.child_by_field_name("body")
+    assert assigned_in(mod, body) == {"a", "b", "c", "d", "e", "n", "k", "v", "w", "h"}
+    inner = body.named_children[3].child_by_field_name("body")
+    assert assigned_in(mod, inner) == {"w"}
+    assert assigned_in(mod, body) is assigned_in(mod, body)  # looked up once

@@ -24,7 +24,7 @@ from tree_sitter import Node
 from .. import arch
 from ..model import Resolution
 from . import names as names_mod
-from .symbols import Binding, ClassInfo, Module, Program, definition_at, destructure, imports
+from .symbols import Binding, ClassInfo, Module, Program, assigned_in, definition_at, destructure, imports
 from .values import (
     ANY, BOOL, FALSY, NOTHING, TRUTHY, UNKNOWN, Cap, ClassRef, ExtRef, Func, Method, ModRef, Props,
     SelfRef, Taint, Val, Wrapper, binary, bool_and, bool_not, bool_or, compare, is_boolish, is_data,
@@ -103,8 +103,6 @@ class Interp:
         self.globals_read: dict[int, tuple[Node, Module, str]] = {}
         """Identifiers a scan read from module globals (for the gates' resolutions)."""
         self.fuel: int | None = None
-        self.assigned: dict[int, set[str]] = {}
-        """Names each loop body assigns, by node id."""
 
     # ------------------------------------------------------------------ caching
     def _cached(self, key) -> Val | None:
@@ -1048,10 +1046,7 @@ class Interp:
         before), the loop variable is any item of the iterable."""
         body = s.child_by_field_name("body")
         env = dict(st.env)
-        names = self.assigned.get(body.id)
-        if names is None:
-            names = self.assigned[body.id] = _assigned(body)
-        for name in names:
+        for name in assigned_in(fr.mod, body):
             env[name] = ANY
         fr.env = env
         if s.type == "for_statement":
@@ -1199,22 +1194,6 @@ def _items(v: Val) -> list[Val] | None:
     if isinstance(x, (tuple, frozenset, str)) and len(x) <= MAX_ITEMS:
         return [Val(frozenset({i}), v.taint) for i in (sorted(x, key=repr) if isinstance(x, frozenset) else x)]
     return None
-
-
-def _assigned(body: Node) -> set[str]:
-    out: set[str] = set()
-    stack = [body]
-    while stack:
-        n = stack.pop()
-        if n.type in ("assignment", "augmented_assignment"):
-            for name, _ in destructure(n.child_by_field_name("left")):
-                out.add(name)
-        elif n.type == "for_statement":
-            for name, _ in destructure(n.child_by_field_name("left")):
-                out.add(name)
-        if n.type not in ("function_definition", "class_definition", "lambda"):
-            stack.extend(n.named_children)
-    return out
 
 
 def _method_kind(fn: Node) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import tree_sitter_python
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from ..model import FileError, SourceFile
 
@@ -112,6 +112,8 @@ class Module:
     """Function and lambda nodes by start byte, filled as they are looked up."""
     units: list[tuple[Node, str, tuple[str, ...]]] = field(default_factory=list)
     """Top-level statements and class members: (node, qualname of the scope, names bound)."""
+    assigned: dict[int, frozenset[str]] = field(default_factory=dict)
+    """Names each loop body assigns, by node id, filled as they are looked up."""
 
     @property
     def package(self) -> str:
@@ -270,6 +272,32 @@ def definition_at(mod: Module, start: int) -> Node | None:
         if n is not None:
             mod.defs[start] = n
         hit = n
+    return hit
+
+
+@cache
+def _targets() -> Query:
+    return Query(parser().language, "(assignment left: (_) @t) (augmented_assignment left: (_) @t) (for_statement left: (_) @t)")
+
+
+_SCOPES = frozenset({"function_definition", "class_definition", "lambda"})
+
+
+def assigned_in(mod: Module, body: Node) -> frozenset[str]:
+    """The names a loop body binds by assignment or ``for``, not counting nested scopes
+    (found by a query over its bytes, once per body)."""
+    hit = mod.assigned.get(body.id)
+    if hit is None:
+        cursor = QueryCursor(_targets())
+        cursor.set_byte_range(body.start_byte, body.end_byte)
+        out: set[str] = set()
+        for target in cursor.captures(body).get("t", ()):
+            p = target.parent
+            while p is not None and p.id != body.id and p.type not in _SCOPES:
+                p = p.parent
+            if p is not None and p.id == body.id:
+                out.update(name for name, _ in destructure(target))
+        hit = mod.assigned[body.id] = frozenset(out)
     return hit
 
 
