@@ -143,20 +143,34 @@ def source_files(tree: Path) -> list[str]:
 def subset(tree: Path, files: list[str], step: int, dest: Path) -> Path:
     """Every step-th file of ``files`` (by sorted path, from the first), hard-linked under dest."""
     chosen = files[::step]
-    manifest = hashlib.sha256("\n".join(chosen).encode()).hexdigest()
+    return linked(dest, "\n".join(chosen), ((tree / rel, rel) for rel in chosen))
+
+
+def copies(tree: Path, files: list[str], k: int, dest: Path) -> Path:
+    """``k`` copies of ``files`` side by side (``copy-1/`` ... ``copy-k/``), hard-linked under dest:
+    k times the code without a denser call graph, to tell the cost of more code from the cost
+    of more of one program's definitions being present."""
+    return linked(dest, f"{k}\n" + "\n".join(files),
+                  ((tree / rel, f"copy-{i}/{rel}") for i in range(1, k + 1) for rel in files))
+
+
+def linked(dest: Path, manifest: str, pairs) -> Path:
+    """``dest`` holding a hard link (or copy) of each (source, relative path) in ``pairs``; kept
+    from an earlier run when its manifest is the same."""
+    digest = hashlib.sha256(manifest.encode()).hexdigest()
     marker = dest / ".complete"
-    if marker.exists() and marker.read_text().strip() == manifest:
+    if marker.exists() and marker.read_text().strip() == digest:
         return dest
     if dest.exists():
         shutil.rmtree(dest)
-    for rel in chosen:
-        src, dst = tree / rel, dest / rel
+    for src, rel in pairs:
+        dst = dest / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(src, dst)
         except OSError:
             shutil.copy2(src, dst)
-    marker.write_text(manifest + "\n")
+    marker.write_text(digest + "\n")
     return dest
 
 
@@ -501,6 +515,32 @@ def astgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
 # --------------------------------------------------------------------------- the report
 
 
+def scale_runs(cold: Tool, tree: Path, label: str, args: argparse.Namespace) -> list[Run]:
+    """``args.runs`` cold runs on ``tree``, keeping only the first good run's output (for the count)."""
+    runs: list[Run] = []
+    for i in range(args.runs):
+        r = cold.check(run_once(cold.command(tree), args.timeout))
+        log(f"scaling {label} run {i + 1}/{args.runs}: {r.wall:.2f} s, rc={r.rc}")
+        if not cold.good(r) or any(cold.good(x) for x in runs):
+            r.stdout = b""
+        runs.append(r)
+        if r.timed_out:
+            break
+    return runs
+
+
+def scale_row(cold: Tool, label: str, runs: list[Run], count: int, gates: Optional[int] = None) -> list[str]:
+    good = [r for r in runs if cold.good(r)]
+    if not good:
+        status = "timeout" if any(r.timed_out for r in runs) else "error" if runs else "–"
+        return [label, str(count), status, "–", "–", "–", "–"]
+    wall = median([r.wall for r in good])
+    if gates is None:
+        gates = archaudit_counts(good[0]).total
+    return [label, str(count), fmt_s(wall), f"{1000 * wall / count:.2f}", fmt_s(median([r.cpu for r in good])),
+            f"{max(r.maxrss_kib for r in good) / 1024:.0f}", str(gates)]
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -602,7 +642,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes/threads for every tool (default: nproc = %(default)s)")
     p.add_argument("--quick", action="store_true", help=f"a subset of at most {QUICK_FILES} files (smoke test)")
-    p.add_argument("--no-scaling", action="store_true", help="skip archaudit on ¼ and ½ of the files")
+    p.add_argument("--no-scaling", action="store_true", help="skip archaudit on ¼ and ½ of the files and on copies")
     p.add_argument("--no-install", action="store_true", help="never install ripgrep/semgrep/ast-grep; skip what is missing")
     p.add_argument("--archaudit", default=None, metavar="CMD",
                    help="how to run archaudit (default: this Python's `-m auditor`)")
@@ -711,35 +751,26 @@ def main(argv=None) -> int:
             if r.timed_out:  # don't spend another timeout on it
                 t.gave_up = True
 
-    # Scaling: archaudit cold on ¼, ½ and all of the files.
+    # Scaling: archaudit cold on ¼, ½ and all of the files, and on 1, 2 and 4 copies of the ¼.
     scaling: list[list[str]] = []
+    copied: list[list[str]] = []
     cold = next((t for t in tools if t.name == "archaudit cold"), None)
     if cold and not args.no_scaling and not cold.unavailable:
+        quarter = files[::4]
+        quarter_runs: list[Run] = []
         for label, step in (("¼", 4), ("½", 2), ("all", 1)):
             if step == 1:
-                runs, sub_files = cold.runs, files
-            else:
-                sub = subset(tree, files, step, sub_root / f"every-{step}")
-                sub_files = source_files(sub)
-                runs = []
-                for i in range(args.runs):
-                    r = cold.check(run_once(cold.command(sub), args.timeout))
-                    log(f"scaling {label} run {i + 1}/{args.runs}: {r.wall:.2f} s, rc={r.rc}")
-                    if not cold.good(r) or any(cold.good(x) for x in runs):
-                        r.stdout = b""  # keep only the first good run's output, for the count
-                    runs.append(r)
-                    if r.timed_out:
-                        break
-            good = [r for r in runs if cold.good(r)]
-            if not good:
-                status = "timeout" if any(r.timed_out for r in runs) else "error" if runs else "–"
-                scaling.append([label, str(len(sub_files)), status, "–", "–", "–", "–"])
+                scaling.append(scale_row(cold, label, cold.runs, len(files), cold.counts.total if cold.counts else None))
                 continue
-            wall = median([r.wall for r in good])
-            gates = cold.counts.total if step == 1 and cold.counts else archaudit_counts(good[0]).total
-            scaling.append([label, str(len(sub_files)), fmt_s(wall), f"{1000 * wall / len(sub_files):.2f}",
-                            fmt_s(median([r.cpu for r in good])), f"{max(r.maxrss_kib for r in good) / 1024:.0f}",
-                            str(gates)])
+            runs = scale_runs(cold, subset(tree, files, step, sub_root / f"every-{step}"), label, args)
+            scaling.append(scale_row(cold, label, runs, len(files[::step])))
+            if step == 4:
+                quarter_runs = runs
+        copied.append(scale_row(cold, "1× ¼", quarter_runs, len(quarter)))
+        for k in (2, 4):
+            label = f"{k}× ¼"
+            runs = scale_runs(cold, copies(tree, quarter, k, sub_root / f"quarter-x{k}"), label, args)
+            copied.append(scale_row(cold, label, runs, k * len(quarter)))
 
     # Report.
     rg = next((t for t in tools if t.name == "ripgrep"), None)
@@ -777,6 +808,12 @@ def main(argv=None) -> int:
         lines += ["", "## Scaling: archaudit cold", "",
                   "Every 4th and every 2nd file by sorted path (hard links under the bench cache).", ""]
         lines.append(table(["files", "count", "median wall s", "ms per file", "CPU s", "peak RSS MiB", "gates"], scaling))
+    if copied:
+        lines += ["", "## Scaling: archaudit cold on copies", "",
+                  "1, 2 and 4 copies of the ¼ subset side by side (`copy-1/` …): more code of the same density. "
+                  "The samples above grow differently: with more of the files, more of each call resolves "
+                  "to a definition that is then evaluated.", ""]
+        lines.append(table(["files", "count", "median wall s", "ms per file", "CPU s", "peak RSS MiB", "gates"], copied))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.output:

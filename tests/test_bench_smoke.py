@@ -63,3 +63,8 @@ def test_quick_bench_writes_table(tmp_path):
     assert "## Scaling: archaudit cold" in text
     for label in ("¼", "½", "all"):
         assert label in rows
+    assert "## Scaling: archaudit cold on copies" in text
+    # copies of self-contained files: k copies hold k times the gates of one
+    one = int(rows["1× ¼"][7])
+    assert one >= 1 and int(rows["2× ¼"][7]) == 2 * one and int(rows["4× ¼"][7]) == 4 * one
+    assert int(rows["4× ¼"][2]) == 4 * int(rows["1× ¼"][2])
