@@ -35,15 +35,19 @@ Progress = Optional[Callable[[str, int, int], None]]
 
 def extract(files: Sequence[model.SourceFile], jobs: int = 1,
             progress: Progress = None) -> tuple[list[model.Gate], list[model.FileError]]:
-    """Gates and unreadable files among the Python files of one input.
-
-    The program is loaded once; its modules are then read off in batches of neighbours (by
-    path: they tend to call the same predicates), each batch with an evaluator of its own,
-    in ``jobs`` forked processes that inherit the parsed trees (they cannot be pickled). The
-    batches do not depend on ``jobs``, so neither do the gates."""
+    """Gates and unreadable files among the Python files of one input: the program is loaded
+    once (:func:`load`), then its modules are read (:func:`read`)."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
     prog, relevant = load(python, progress)
-    inputs = {f.path: f.input for f in python}
+    return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress)
+
+
+def read(prog: Program, relevant: "Relevance", inputs: dict[str, str], jobs: int = 1,
+         progress: Progress = None) -> tuple[list[model.Gate], list[model.FileError]]:
+    """The gates of a loaded program's modules, read off in batches of neighbours (by path:
+    they tend to call the same predicates), each batch with an evaluator of its own, in
+    ``jobs`` forked processes that inherit the parsed trees (they cannot be pickled). The
+    batches do not depend on ``jobs``, so neither do the gates. ``inputs``: input name by path."""
     paths = sorted(prog.by_path)
     batches = [paths[i:i + _BATCH] for i in range(0, len(paths), _BATCH)]
     global _LOADED

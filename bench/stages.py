@@ -6,13 +6,16 @@ Runs the stages of ``archaudit scan TREE --no-cache --format json`` one after th
 this process (the C/CUDA reads and scans in ``--jobs`` workers, as the pipeline does; the
 Python pass here, not in a worker of its own, so that its memory shows) and prints, after each
 stage, the wall and CPU seconds it took and this process's resident and peak resident size.
-The real pipeline overlaps the Python pass with the C/CUDA stages; this script does not, so
-its total is the sum of the stages, not a scan's wall time.
+The Python load (parse, symbol tables, learning the predicates) is followed by a stage a scan
+does not have: the same files parsed again by tree-sitter alone, to show how much of the load
+is parsing. The real pipeline overlaps the Python pass with the C/CUDA stages; this script
+does not, so its total is the sum of the stages, not a scan's wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import sys
@@ -22,7 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auditor import __version__, pipeline, python_gates  # noqa: E402
+from auditor.cli import GC_THRESHOLDS  # noqa: E402
 from auditor.model import AuditResult  # noqa: E402
+from auditor.pygates.symbols import parser  # noqa: E402
 from auditor.render import json as json_render  # noqa: E402
 from auditor.sources import DirectoryProvider, Filters, read_all  # noqa: E402
 
@@ -62,6 +67,7 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--only", choices=("c", "python"), default=None, help="only the C/CUDA or only the Python files")
     args = p.parse_args(argv)
+    gc.set_threshold(*GC_THRESHOLDS)  # as the command line sets it
     filters = Filters(C_GLOBS) if args.only == "c" else Filters(("*.py",)) if args.only == "python" else Filters()
     options = pipeline.Options(jobs=args.jobs, filters=filters)
     clock = Clock()
@@ -77,8 +83,14 @@ def main(argv=None) -> int:
     clock.mark("C/CUDA features")
     findings = pipeline.apply_rules(gates, [], options, {})
     clock.mark(f"C/CUDA rules ({len(findings)} findings)")
-    py_gates, _ = python_gates.extract([f for f in readable if f.language == "python"], 1)
-    clock.mark(f"Python pass ({len(py_gates)} gates, in process)")
+    python = [f for f in readable if f.language == "python"]
+    prog, relevant = python_gates.load(python)
+    clock.mark(f"Python load ({len(prog.by_path)} modules)")
+    for mod in prog.by_path.values():
+        parser().parse(mod.data)
+    clock.mark(f"  the same parsed again, alone ({sum(len(m.data) for m in prog.by_path.values()) >> 20} MiB)")
+    py_gates, _ = python_gates.read(prog, relevant, {f.path: f.input for f in python}, args.jobs)
+    clock.mark(f"Python read ({len(py_gates)} gates, workers)")
     py_gates = pipeline.with_features(py_gates, readable, options.targets)
     findings += pipeline.apply_rules(py_gates, [], options, {})
     clock.mark("Python features + rules")
