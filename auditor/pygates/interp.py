@@ -633,6 +633,8 @@ class Interp:
     def external(self, x: ExtRef, args, kwargs, splat: bool) -> Val:
         last = x.last
         t = self.table
+        if x.path in t.returns and not x.free:
+            return val(t.returns[x.path])
         if last in t.partial and args:
             fn = args[0]
             out = [Func(f.module, f.start, f.name, f.args + tuple(args[1:]), f.kwargs + tuple(sorted(kwargs.items())), f.bound, f.alias)

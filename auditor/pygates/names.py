@@ -27,6 +27,8 @@ class Table:
     reject_calls: frozenset[str]
     constants: dict
     """External dotted names with a known value on a CUDA build (``torch.version.hip``: None)."""
+    returns: dict
+    """External calls with a known result on an NVIDIA device (``torch.cuda.is_available``: True)."""
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
@@ -49,6 +51,7 @@ def table() -> Table:
         wrappers=frozenset(api["wrappers"]),
         reject_calls=frozenset(api["reject_calls"]),
         constants=dict(api["constants"]),
+        returns=dict(api["returns"]),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
     )
