@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     clock.mark(f"Python load ({len(prog.by_path)} modules)")
     for mod in prog.by_path.values():
         parser().parse(mod.data)
-    clock.mark(f"  the same parsed again, alone ({sum(len(m.data) for m in prog.by_path.values()) >> 20} MiB)")
+    clock.mark(f"  parse alone, again ({sum(len(m.data) for m in prog.by_path.values()) >> 20} MiB)")
     py_gates, _ = python_gates.read(prog, relevant, {f.path: f.input for f in python}, args.jobs)
     clock.mark(f"Python read ({len(py_gates)} gates, workers)")
     py_gates = pipeline.with_features(py_gates, readable, options.targets)
