@@ -633,7 +633,7 @@ class Interp:
     def external(self, x: ExtRef, args, kwargs, splat: bool) -> Val:
         last = x.last
         t = self.table
-        if x.path in t.returns and not x.free:
+        if x.path in t.returns:
             return val(t.returns[x.path])
         if last in t.partial and args:
             fn = args[0]
