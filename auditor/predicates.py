@@ -52,15 +52,16 @@ def availability(status: str) -> str:
 def allowed(gate: Gate) -> tuple[str, ...]:
     """Archs on which the code the gate protects may run.
 
-    Its admitted set; for a gate that guards a rejection (``if not ok: raise``), whose
-    admitted set says where the rejection *may* happen, everything outside it. When the
-    condition also depends on unknowns, only where the rejection is certain (``surely``):
-    ``if not is_sm100_supported(): raise`` with a toolkit check inside the predicate still
-    rejects 12.0 for sure; ``if cap != 12 or dtype != fp8: raise`` rejects nothing for sure.
+    Its admitted set; for a gate that guards a rejection (``if not ok: raise``, or a branch
+    that only gives up), whose admitted set says where the rejection *may* happen, everything
+    but where it is certain (``surely``): ``if not is_sm100_supported(): raise`` with a
+    toolkit check inside the predicate still rejects 12.0 for sure; ``if cap != 12 or
+    dtype != fp8: raise`` rejects nothing for sure, and neither does a condition on a value
+    the evaluator could not pin down on any capability.
     """
     if gate.guards != "reject":
         return gate.admits
-    return _let_through(gate.domain, gate.surely if gate.unknowns else gate.admits)
+    return _let_through(gate.domain, gate.surely)
 
 
 @lru_cache(maxsize=4096)

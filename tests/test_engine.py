@@ -137,12 +137,14 @@ def test_admits_beyond_name():
 
 def test_reject_guards_turn_away_what_they_certainly_reject():
     """``if cap[0] not in [9, 10]: raise`` admits the raise on 7.x, 8.x, 11.x, 12.x: 12.x is turned away."""
-    reject = gate(tuple(c for c in CAPS if c.split(".")[0] not in ("9", "10")), guards="reject")
+    off_9_10 = tuple(c for c in CAPS if c.split(".")[0] not in ("9", "10"))
+    reject = gate(off_9_10, guards="reject", surely=off_9_10)
     assert GateView(reject, TARGETS).excluded == TARGETS
     assert GateView(reject, TARGETS).capabilities == caps(9, 10)
     # the JSON verdicts say the same: the guarded code cannot run on 12.x
     assert verdicts(reject, TARGETS) == {"12.0": "excludes", "12.1": "excludes"}
-    lets_12_in = gate(tuple(c for c in CAPS if not c.startswith("12.")), guards="reject")
+    below_12 = tuple(c for c in CAPS if not c.startswith("12."))
+    lets_12_in = gate(below_12, guards="reject", surely=below_12)
     assert GateView(lets_12_in, TARGETS).excluded == ()
     assert verdicts(lets_12_in, TARGETS) == {"12.0": "admits", "12.1": "admits"}
     # the rejection also depends on a dtype: it is certain nowhere
@@ -154,6 +156,10 @@ def test_reject_guards_turn_away_what_they_certainly_reject():
                    surely=tuple(c for c in CAPS if not c.startswith("10.")))
     assert GateView(toolkit, TARGETS).excluded == TARGETS
     assert verdicts(toolkit, TARGETS) == {"12.0": "excludes", "12.1": "excludes"}
+    # a condition on a value the evaluator could not pin down on any capability (no unknown
+    # listed, nothing certain): the rejection may happen anywhere and is certain nowhere
+    unpinned = gate(CAPS, guards="reject", surely=())
+    assert GateView(unpinned, TARGETS).excluded == () and not holds("dead", unpinned)
 
 
 def feature(token, **on):
