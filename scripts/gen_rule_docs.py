@@ -51,7 +51,12 @@ rejection lets through, and the JSON `verdicts` say the same. When its condition
 depends on non-arch values, only the capabilities where it is certainly true count (the
 gate's `surely`): `if not (_is_cuda and is_sm100_supported()): raise`, whose predicate
 also checks the toolkit, still turns 12.x away; `if cap != 12 or dtype != fp8: raise`
-turns nothing away for certain.
+turns nothing away for certain. A branch that only gives up (`return`, `return None` or
+`return False`) while the function goes on is read the same way: in
+`if major != 12: return False` followed by the 12.x code, what counts is the 12.x that it lets
+through, not the branch that returns. A table of answers (`if major == 12: return False` then
+`return True`), a branch that does work before returning, and an `if` with an `else` are
+read as written.
 
 ## Suppressions and baselines
 

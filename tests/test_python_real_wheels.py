@@ -81,3 +81,17 @@ def test_flashinfer_060_sm120a_admits_120_not_121():
     assert guard and all(g.guards == "reject" for g in guard)
     sm100a = [g for g in gates if re.fullmatch(r"is_sm100a_supported\([\w.]*\)", g.expression)]
     assert sm100a and all("10.3" in g.admits and g.name_implies == ("10.0",) for g in sm100a)
+
+
+def test_flashinfer_074_sm12x_bail_out_lets_12x_through():
+    """``if major != 12: return False`` opens flashinfer 0.7.4's ``is_sm12x_supported``: it
+    turns every other major away and lets 12.x through to the toolkit check; read as written,
+    it was a high ARCH001 saying the opposite."""
+    from auditor import arch, predicates
+
+    with zipfile.ZipFile(wheel("flashinfer-python", "0.7.4")) as z:
+        files = [SourceFile("flashinfer/utils.py", z.read("flashinfer/utils.py"), "python")]
+    gates, _ = extract(files)
+    [g] = [g for g in gates if g.context == "is_sm12x_supported" and g.expression == "major != 12"]
+    assert g.guards == "reject" and "12.0" not in g.admits and "12.1" not in g.admits
+    assert predicates.verdicts(g, arch.parse_targets(arch.DEFAULT_TARGETS)) == {"12.0": "admits", "12.1": "admits"}

@@ -214,7 +214,7 @@ class Assembler:
 
     def _guards(self, node: Node) -> str:
         body = _controlled_block(node)
-        if body is not None and any(_rejects(s) for s in body.named_children):
+        if body is not None and (any(_rejects(s) for s in body.named_children) or _bails_out(node)):
             return "reject"
         p = node.parent
         while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):
@@ -442,6 +442,37 @@ def _controlled_block(node: Node) -> Node | None:
     if p is not None and p.type in ("if_statement", "elif_clause"):
         return p.child_by_field_name("consequence")
     return None
+
+
+_NOTHING = ("none", "false")
+
+
+def _bails_out(cond: Node) -> bool:
+    """``if major != 12: return False`` and the function goes on: the branch only gives up, so
+    what the condition guards is the rest of the function, as with a rejection. Not when the
+    branch does anything else, when an ``else``/``elif`` follows, or when the next statement
+    is ``return True`` (a table of answers, not a guard)."""
+    stmt = cond.parent
+    if stmt is None or stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
+        return False
+    body = [s for s in stmt.child_by_field_name("consequence").named_children if s.type != "comment"]
+    if len(body) != 1 or not _returns_nothing(body[0]):
+        return False
+    after = stmt.next_named_sibling
+    while after is not None and after.type == "comment":
+        after = after.next_named_sibling
+    if after is None:
+        return False
+    value = [c for c in after.named_children if c.type != "comment"] if after.type == "return_statement" else []
+    return not (len(value) == 1 and value[0].type == "true")
+
+
+def _returns_nothing(stmt: Node) -> bool:
+    """``return``, ``return None`` or ``return False``."""
+    if stmt.type != "return_statement":
+        return False
+    value = [c for c in stmt.named_children if c.type != "comment"]
+    return not value or (len(value) == 1 and value[0].type in _NOTHING)
 
 
 def _rejects(stmt: Node) -> bool:
