@@ -89,7 +89,8 @@ class Gate:
     context: str = ""
     """The enclosing function or macro, when known."""
     guards: str = ""
-    """``reject`` when the gate guards an error path (Python ``if not ok: raise``)."""
+    """``reject`` when the gate guards an exit: Python ``if not ok: raise``, or a branch that only
+    returns (nothing, None or False) while the function goes on."""
     surely: tuple[str, ...] = ()
     """For a rejection guard, where its condition is certainly true: the rejection is certain
     there even when other inputs (a toolkit version) decide it elsewhere."""

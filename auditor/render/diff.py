@@ -80,7 +80,7 @@ def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
         _admits(c.old) if c.new is None else f"{_admits(c.old)} -> {_admits(c.new)}")
     tail = "; ".join(c.delta) or "verdicts unchanged"
     if g.guards == "reject":
-        tail += "; guards an error path"
+        tail += "; guards an exit (raise or early return)"
     out.append(f"{indent}         admits {admits}   {tail}")
     out += [f"{indent}         [{f.severity}] {f.rule}: {f.message}" for f in c.findings]
     return out
