@@ -220,7 +220,7 @@ class Assembler:
         while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):
             if p.type == "argument_list" and p.parent is not None and p.parent.type == "call":
                 f = p.parent.child_by_field_name("function")
-                if _last(f) in names_mod.table().reject_calls:
+                if names_mod.rejects(_last(f)):
                     return "reject"
             p = p.parent
         return ""
@@ -480,7 +480,7 @@ def _rejects(stmt: Node) -> bool:
         return True
     if stmt.type == "expression_statement" and stmt.named_children:
         c = stmt.named_children[0]
-        if c.type == "call" and _last(c.child_by_field_name("function")) in names_mod.table().reject_calls:
+        if c.type == "call" and names_mod.rejects(_last(c.child_by_field_name("function"))):
             return True
     return False
 

@@ -24,7 +24,8 @@ class Table:
     partial: frozenset[str]
     wrappers: frozenset[str]
     """Callables that return the function they wrap (``lru_cache(maxsize=1)(f)``)."""
-    reject_calls: frozenset[str]
+    reject_calls: re.Pattern
+    """Names of calls that turn the caller away (``skip``, ``_value_error_if``), whole-name match."""
     constants: dict
     """External dotted names with a known value on a CUDA build (``torch.version.hip``: None)."""
     returns: dict
@@ -49,12 +50,17 @@ def table() -> Table:
         tests=dict(api["tests"]),
         partial=frozenset(api["partial"]),
         wrappers=frozenset(api["wrappers"]),
-        reject_calls=frozenset(api["reject_calls"]),
+        reject_calls=re.compile("|".join(f"(?:{p})" for p in api["reject_calls"])),
         constants=dict(api["constants"]),
         returns=dict(api["returns"]),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
     )
+
+
+def rejects(name: str) -> bool:
+    """Whether a call of this name turns the caller away (a rejection, like ``raise``)."""
+    return table().reject_calls.fullmatch(name) is not None
 
 
 @cache
