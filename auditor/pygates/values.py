@@ -194,6 +194,14 @@ def is_data(x) -> bool:
     return isinstance(x, DATA)
 
 
+def _known(x) -> bool:
+    """Data all the way down: ``(UNKNOWN, 128) != (128, 128)`` may go either way, although
+    Python would call the tuples unequal."""
+    if isinstance(x, (tuple, frozenset)):
+        return all(_known(e) for e in x)
+    return isinstance(x, DATA)
+
+
 def truths(x) -> frozenset:
     """The truth values an element may have."""
     if x is UNKNOWN:
@@ -293,7 +301,7 @@ def compare(op: str, a: Val, b: Val) -> Val:
             # an external object may be None (``torch.version.hip``, an optional import)
             out |= {True, False}
             continue
-        if not (is_data(x) and is_data(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
+        if not (_known(x) and _known(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
             # an object the reading does not model (``torch.version.cuda``, an unbound name):
             # its comparisons may go either way, never raise as ``object() >= "12.3"`` would
             out |= {True, False}
