@@ -281,6 +281,17 @@ def admits_beyond_name(v: GateView) -> bool:
     return bool(_beyond_name(v))
 
 
+def defines_its_name(v: GateView) -> bool:
+    """The gate is the body of a predicate whose name promises exactly what it lets through
+    (``major == 12 and minor == 0`` in ``is_sm120a_supported``): the decision is where the
+    predicate is called, and each call is a gate of its own."""
+    gate = v.gate
+    if gate.language != "python" or not gate.context:
+        return False
+    promise = names.promised(gate.context.rpartition(".")[2])
+    return promise is not None and set(v.capabilities) == promise
+
+
 def earlier_branch_takes_target(v: GateView) -> bool:
     """Every excluded target takes an earlier branch of the same chain: this one is its fallback, not its gate."""
     return bool(v.excluded) and all(
@@ -327,6 +338,7 @@ PREDICATES: dict[str, Predicate] = {
     "feature_family": feature_family,
     "dead": dead,
     "admits_beyond_name": admits_beyond_name,
+    "defines_its_name": defines_its_name,
     "earlier_branch_takes_target": earlier_branch_takes_target,
     "has_unknowns": has_unknowns,
     "binaries_cannot_load": binaries_cannot_load,
