@@ -444,9 +444,6 @@ def _controlled_block(node: Node) -> Node | None:
     return None
 
 
-_NOTHING = ("none", "false")
-
-
 def _bails_out(cond: Node) -> bool:
     """``if major != 12: return False`` and the function goes on: the branch only gives up, so
     what the condition guards is the rest of the function, as with a rejection. Not when the
@@ -455,24 +452,22 @@ def _bails_out(cond: Node) -> bool:
     stmt = cond.parent
     if stmt is None or stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
         return False
-    body = [s for s in stmt.child_by_field_name("consequence").named_children if s.type != "comment"]
-    if len(body) != 1 or not _returns_nothing(body[0]):
+    body = _code(stmt.child_by_field_name("consequence").named_children)
+    if len(body) != 1 or _returned(body[0]) not in ([], ["none"], ["false"]):
         return False
     after = stmt.next_named_sibling
     while after is not None and after.type == "comment":
         after = after.next_named_sibling
-    if after is None:
-        return False
-    value = [c for c in after.named_children if c.type != "comment"] if after.type == "return_statement" else []
-    return not (len(value) == 1 and value[0].type == "true")
+    return after is not None and _returned(after) != ["true"]
 
 
-def _returns_nothing(stmt: Node) -> bool:
-    """``return``, ``return None`` or ``return False``."""
-    if stmt.type != "return_statement":
-        return False
-    value = [c for c in stmt.named_children if c.type != "comment"]
-    return not value or (len(value) == 1 and value[0].type in _NOTHING)
+def _returned(stmt: Node) -> list[str] | None:
+    """The node types a ``return`` gives back (``[]`` for a bare one), or None for any other statement."""
+    return [c.type for c in _code(stmt.named_children)] if stmt.type == "return_statement" else None
+
+
+def _code(nodes) -> list[Node]:
+    return [n for n in nodes if n.type != "comment"]
 
 
 def _rejects(stmt: Node) -> bool:
