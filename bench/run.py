@@ -515,6 +515,9 @@ def astgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
 # --------------------------------------------------------------------------- the report
 
 
+SCALE_HEADER = ["files", "count", "median wall s", "ms per file", "CPU s", "peak RSS MiB", "gates"]
+
+
 def scale_runs(cold: Tool, tree: Path, label: str, args: argparse.Namespace) -> list[Run]:
     """``args.runs`` cold runs on ``tree``, keeping only the first good run's output (for the count)."""
     runs: list[Run] = []
@@ -530,6 +533,7 @@ def scale_runs(cold: Tool, tree: Path, label: str, args: argparse.Namespace) -> 
 
 
 def scale_row(cold: Tool, label: str, runs: list[Run], count: int, gates: Optional[int] = None) -> list[str]:
+    """One row of :data:`SCALE_HEADER` from a tree's cold runs (``gates`` when already counted)."""
     good = [r for r in runs if cold.good(r)]
     if not good:
         status = "timeout" if any(r.timed_out for r in runs) else "error" if runs else "–"
@@ -756,17 +760,13 @@ def main(argv=None) -> int:
     copied: list[list[str]] = []
     cold = next((t for t in tools if t.name == "archaudit cold"), None)
     if cold and not args.no_scaling and not cold.unavailable:
+        samples: dict[int, list[Run]] = {}
+        for label, step in (("¼", 4), ("½", 2)):
+            samples[step] = scale_runs(cold, subset(tree, files, step, sub_root / f"every-{step}"), label, args)
+            scaling.append(scale_row(cold, label, samples[step], len(files[::step])))
+        scaling.append(scale_row(cold, "all", cold.runs, len(files), cold.counts.total if cold.counts else None))
         quarter = files[::4]
-        quarter_runs: list[Run] = []
-        for label, step in (("¼", 4), ("½", 2), ("all", 1)):
-            if step == 1:
-                scaling.append(scale_row(cold, label, cold.runs, len(files), cold.counts.total if cold.counts else None))
-                continue
-            runs = scale_runs(cold, subset(tree, files, step, sub_root / f"every-{step}"), label, args)
-            scaling.append(scale_row(cold, label, runs, len(files[::step])))
-            if step == 4:
-                quarter_runs = runs
-        copied.append(scale_row(cold, "1× ¼", quarter_runs, len(quarter)))
+        copied.append(scale_row(cold, "1× ¼", samples[4], len(quarter)))
         for k in (2, 4):
             label = f"{k}× ¼"
             runs = scale_runs(cold, copies(tree, quarter, k, sub_root / f"quarter-x{k}"), label, args)
@@ -807,13 +807,13 @@ def main(argv=None) -> int:
     if scaling:
         lines += ["", "## Scaling: archaudit cold", "",
                   "Every 4th and every 2nd file by sorted path (hard links under the bench cache).", ""]
-        lines.append(table(["files", "count", "median wall s", "ms per file", "CPU s", "peak RSS MiB", "gates"], scaling))
+        lines.append(table(SCALE_HEADER, scaling))
     if copied:
         lines += ["", "## Scaling: archaudit cold on copies", "",
                   "1, 2 and 4 copies of the ¼ subset side by side (`copy-1/` …): more code of the same density. "
                   "The samples above grow differently: with more of the files, more of each call resolves "
                   "to a definition that is then evaluated.", ""]
-        lines.append(table(["files", "count", "median wall s", "ms per file", "CPU s", "peak RSS MiB", "gates"], copied))
+        lines.append(table(SCALE_HEADER, copied))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.output:
