@@ -68,6 +68,13 @@ def _target_key(name: str) -> tuple[int, int]:
     return int(m.group(1)), "af".find(m.group(2)) + 1 if m.group(2) else 0
 
 
+@cache
+def capability_number(capability: str) -> tuple[int, int]:
+    """``12.0`` -> ``(12, 0)``; a bare major (``12``) is minor 0."""
+    major, _, minor = capability.partition(".")
+    return int(major), int(minor or 0)
+
+
 def capability_of(target: str) -> str:
     """``sm_120a`` -> ``12.0``; ``compute_90`` -> ``9.0``."""
     m = _TARGET_NAME.match(target)

@@ -244,14 +244,14 @@ def _ids(values: Sequence[str]) -> tuple[str, ...]:
 
 def _rules(args) -> tuple:
     """Built-in rules plus every ``--rules DIR``."""
-    from auditor import rulebook
+    from auditor.rules import rulebook
 
     return rulebook.combine(rulebook.builtin(), *(rulebook.load_dir(d) for d in args.rules))
 
 
 def _rule_options(args) -> dict:
     """Rules, selection and baseline for the pipeline; unknown ids are usage errors."""
-    from auditor import engine
+    from auditor.rules import engine
 
     rules = _rules(args)
     select, ignore = _ids(args.select), _ids(args.ignore)
@@ -267,7 +267,7 @@ def write_baseline(result: AuditResult, args) -> None:
     """``--write-baseline FILE``: this run's findings, matched later by rule and gate fingerprint."""
     if not getattr(args, "write_baseline", None):
         return
-    from auditor import engine
+    from auditor.rules import engine
 
     try:
         args.write_baseline.write_text(engine.baseline_text(result.findings), encoding="utf-8")
@@ -286,8 +286,8 @@ def exit_code(severities: Iterable[str], fail_on: Optional[str]) -> int:
 def cmd_scan(args) -> int:
     """``archaudit scan``: a re-scan of unchanged inputs writes the reports of the last scan
     again (:mod:`auditor.kept`), with its error lines and exit code."""
-    from auditor import kept
-    from auditor.cache import Cache
+    from auditor.pipeline import kept
+    from auditor.pipeline.cache import Cache
     from auditor.pipeline import Scan
 
     fmt, outputs = _formats(args)
@@ -317,7 +317,8 @@ def cmd_scan(args) -> int:
 
 def cmd_rules(args) -> int:
     """``archaudit rules list|show ID|test``."""
-    from auditor import engine, rulebook
+    from auditor.rules import engine
+    from auditor.rules import rulebook
 
     rules = _rules(args)
     chosen = [r for r in rules if engine.active(r.id, _ids(args.select), _ids(args.ignore))]
@@ -353,7 +354,7 @@ def cmd_rules(args) -> int:
 
 def cmd_explain(args) -> int:
     """``archaudit explain FILE:LINE``: one gate's evaluation, step by step."""
-    from auditor import explain
+    from auditor.render import explain
     from auditor.pipeline import audit
     from auditor.render.json import gate_document
 
@@ -380,7 +381,7 @@ def cmd_diff(args) -> int:
 
 def cmd_pr(args) -> int:
     """``archaudit pr --base REV --head REV``: both revisions read from git, no checkout."""
-    from auditor import gitrev
+    from auditor.sources import git as gitrev
 
     return _diff(args, gitrev.spec(args.repo, args.base), gitrev.spec(args.repo, args.head), "pr")
 
@@ -393,7 +394,7 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
 
     options = _options(args)
     old, new = (audit([spec], options) for spec in (old_spec, new_spec))
-    from auditor.kept import Outcome
+    from auditor.pipeline.kept import Outcome
 
     for line in Outcome.of(old).errors + Outcome.of(new).errors:
         _say(line)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Iterable, Optional, Sequence
 
-from auditor import arch, fingerprint, predicates
+from auditor import arch, fingerprint
+from auditor import verdicts as meaning
 from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo
 
 SCHEMA = "archaudit-diff/1"
@@ -188,15 +189,15 @@ def match_path(path: str, prefix: str = "") -> str:
     return _WHEEL_DATA.sub("", path, count=1)
 
 
-def verdicts(gate: Optional[Gate], targets: Sequence[arch.Target]) -> dict[str, str]:
+def _verdicts(gate: Optional[Gate], targets: Sequence[arch.Target]) -> dict[str, str]:
     """``{label: admits|excludes}``; empty for no gate."""
     if gate is None:
         return {}
-    return predicates.verdicts(gate, targets)
+    return meaning.verdicts(gate, targets)
 
 
 def _deltas(old: Optional[Gate], new: Optional[Gate], targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:
-    before, after = verdicts(old, targets), verdicts(new, targets)
+    before, after = _verdicts(old, targets), _verdicts(new, targets)
     return tuple(VerdictDelta(t.label, before.get(t.label, ""), after.get(t.label, "")) for t in targets)
 
 

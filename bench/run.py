@@ -375,13 +375,13 @@ def archaudit_cmd(spec: Optional[str]) -> list[str]:
 
 
 def freeze(where: Path) -> Path:
-    """A copy of the package (with its rules and report templates as ``auditor.rules`` and
+    """A copy of the package (with its rules and report templates as ``auditor.rules.pack`` and
     ``auditor.reports``, as installed) for ``PYTHONPATH``."""
     shutil.rmtree(where, ignore_errors=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "auditor", where / "auditor", ignore=ignore)
-    for sub in ("rules", "reports"):
-        shutil.copytree(REPO / sub, where / "auditor" / sub, ignore=ignore)
+    shutil.copytree(REPO / "rules", where / "auditor" / "rules" / "pack", ignore=ignore)
+    shutil.copytree(REPO / "reports", where / "auditor" / "reports", ignore=ignore)
     return where
 
 

@@ -24,10 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from auditor import __version__, pipeline, python_gates  # noqa: E402
+from auditor import __version__
+from auditor.pipeline import run as pipeline
+from auditor.python import extract as python_gates  # noqa: E402
 from auditor.cli import GC_THRESHOLDS  # noqa: E402
 from auditor.model import AuditResult  # noqa: E402
-from auditor.pygates.symbols import parser  # noqa: E402
+from auditor.python.symbols import parser  # noqa: E402
 from auditor.render import json as json_render  # noqa: E402
 from auditor.sources import DirectoryProvider, Filters, read_all  # noqa: E402
 

@@ -10,7 +10,9 @@ import inspect
 import sys
 from pathlib import Path
 
-from auditor import engine, predicates, rulebook
+from auditor.rules import engine
+from auditor.rules import vocabulary as predicates
+from auditor.rules import rulebook
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
 

@@ -12,9 +12,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from auditor import arch, cexpr
-from auditor.directives import scan
-from auditor.preprocessor import is_arch_macro, parse_condition, structure
+from auditor import arch
+from auditor.cuda import cexpr
+from auditor.cuda.directives import scan
+from auditor.cuda.structure import structure
+from auditor.cuda.macros import is_arch_macro, parse_condition
 
 GXX = shutil.which("g++") or shutil.which("cpp")
 _OPENERS = ("if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor import binaries
-from auditor.binaries import BinaryError, EmbeddedCode, loadability, read_embedded
+from auditor.facts import binaries
+from auditor.facts.binaries import BinaryError, EmbeddedCode, loadability, read_embedded
 
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.access("/usr/local/bin/nvcc", os.X_OK) else None)
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n"

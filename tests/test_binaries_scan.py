@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from auditor import arch, cli, pipeline, sources
+from auditor.model import SourceFile
 from auditor.render import json as render_json, text as render_text
 from tests.test_binaries import KERNEL, NVCC, WHEEL, WHEEL_CACHE
 
@@ -83,8 +84,8 @@ def test_unreadable_shared_objects_are_errors_and_the_rest_is_scanned(tmp_path):
 
 def test_rule_examples_stand_in_for_binaries():
     """A rule example's ``binaries`` become listings the rules see, per package."""
-    files = [sources.SourceFile("pkg/ops.py", GATE.encode(), "python", "example"),
-             sources.SourceFile("pkg/_k.so", b'["sm_120a"]', "binary-listing", "example")]
+    files = [SourceFile("pkg/ops.py", GATE.encode(), "python", "example"),
+             SourceFile("pkg/_k.so", b'["sm_120a"]', "binary-listing", "example")]
     options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
     gates, findings, errors, records = pipeline.audit_input_binaries(files, "example", options)
     assert not errors and len(gates) == 1

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
-from auditor import arch, cli, engine, pipeline, predicates, rulebook
+from auditor import arch, cli, pipeline
+from auditor.rules import engine
+from auditor.rules import vocabulary as predicates
+from auditor import verdicts as meaning
+from auditor.rules import rulebook
 from auditor.model import Feature, Gate, SourceFile
-from auditor.predicates import GateView, Relatives, verdicts
+from auditor.rules.vocabulary import GateView, Relatives
+from auditor.verdicts import verdicts
 from tests.conftest import FIXTURES
 
 TARGETS = arch.parse_targets(arch.DEFAULT_TARGETS)
@@ -178,8 +182,8 @@ def feature(token, **on):
 ])
 def test_classification(features, expected):
     g = gate(caps(9, 10, 11), features=features)
-    assert predicates.classify(g, TARGETS) == expected
-    assert predicates.classify(gate(CAPS, features=features), TARGETS) == ""  # admits the target
+    assert meaning.classify(g, TARGETS) == expected
+    assert meaning.classify(gate(CAPS, features=features), TARGETS) == ""  # admits the target
 
 
 def test_wgmma_region_gated_to_sm90a_is_hardware(capsys):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from auditor import cli, explain
+from auditor import cli
+from auditor.render import explain
 from auditor.model import Gate
 from tests.conftest import FIXTURES
 

@@ -30,10 +30,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditor import arch, cexpr, python_gates
-from auditor.directives import scan
+from auditor import arch
+from auditor.cuda import cexpr
+from auditor.python import extract as python_gates
+from auditor.cuda.directives import scan
 from auditor.model import SourceFile
-from auditor.preprocessor import Evaluator, MacroTable, structure
+from auditor.cuda.structure import structure
+from auditor.cuda.macros import Evaluator, MacroTable
 
 GXX = shutil.which("g++")
 EXAMPLES = int(os.environ.get("ARCHAUDIT_FUZZ_EXAMPLES", "200"))

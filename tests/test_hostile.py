@@ -30,8 +30,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor import arch, cli, sources
-from auditor.preprocessor import MAX_CHAIN
+from auditor import arch, cli
+from auditor.sources import archives
+from auditor.sources import files as source_files
+from auditor.cuda.structure import MAX_CHAIN
 
 GOOD = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\nint sm90_to_110;\n#endif\n"
 GOOD_ADMITS = [t for t in arch.device_targets() if 900 <= arch.target_macros()[t]["__CUDA_ARCH__"] < 1200]
@@ -255,8 +257,8 @@ def test_zip_bomb_that_lies_about_its_size(tmp_path, capsys):
 
 def test_zip_bomb_total_cap(tmp_path, capsys, monkeypatch):
     """Many highly compressible members: reading stops at the archive cap, with a message."""
-    monkeypatch.setattr(sources, "MAX_FILE_BYTES", 2**20)
-    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 4 * 2**20)
+    monkeypatch.setattr(source_files, "MAX_FILE_BYTES", 2**20)
+    monkeypatch.setattr(archives, "MAX_ARCHIVE_BYTES", 4 * 2**20)
     members = {"pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode()}
     members.update({f"pkg/z{i:03d}.cu": GOOD.encode() + b" " * (2**20 - 100) for i in range(40)})
     whl = make_zip(tmp_path / "many-1.0-py3-none-any.whl", members)
@@ -277,8 +279,8 @@ def test_tar_bomb_member_and_total(tmp_path, capsys, monkeypatch):
     assert_good(run)
     assert "member too large" in run.errors()["bomb.cu"]
 
-    monkeypatch.setattr(sources, "MAX_FILE_BYTES", 2**20)
-    monkeypatch.setattr(sources, "MAX_ARCHIVE_BYTES", 4 * 2**20)
+    monkeypatch.setattr(source_files, "MAX_FILE_BYTES", 2**20)
+    monkeypatch.setattr(archives, "MAX_ARCHIVE_BYTES", 4 * 2**20)
     many = make_tar(tmp_path / "many-1.0.tar.gz", [("many-1.0/good.cu", GOOD.encode()),
                                                    ("many-1.0/good.py", GOOD_PY.encode())]
                     + [(f"many-1.0/z{i:03d}.cu", GOOD.encode() + b" " * (2**20 - 100)) for i in range(40)])
@@ -290,7 +292,7 @@ def test_tar_bomb_member_and_total(tmp_path, capsys, monkeypatch):
 
 def test_tar_header_bomb(tmp_path, capsys, monkeypatch):
     """Thousands of empty members (each header costs tarfile ~0.1 ms): capped, with a message."""
-    monkeypatch.setattr(sources, "MAX_ARCHIVE_MEMBERS", 2000)
+    monkeypatch.setattr(archives, "MAX_ARCHIVE_MEMBERS", 2000)
     sdist = make_tar(tmp_path / "headers-1.0.tar.gz", [("headers-1.0/good.cu", GOOD.encode()),
                                                        ("headers-1.0/good.py", GOOD_PY.encode())]
                      + [(f"headers-1.0/e{i:05d}.txt", b"") for i in range(5000)])
@@ -429,7 +431,7 @@ def test_huge_source_file_is_skipped_by_the_cap(tmp_path, capsys):
     run = scan(capsys, "100 MB source file (sparse)", root, seconds=20, peak_mb=32)
     assert run.rc == 0
     assert_good(run)
-    assert run.errors()["huge.cu"] == f"file too large ({100 * 2**20} bytes > {sources.MAX_FILE_BYTES})"
+    assert run.errors()["huge.cu"] == f"file too large ({100 * 2**20} bytes > {source_files.MAX_FILE_BYTES})"
 
 
 def test_large_source_file_under_the_cap(tmp_path, capsys):

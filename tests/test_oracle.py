@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from auditor import arch
-from auditor.cuda_gates import decode, scan_file
-from auditor.preprocessor import Evaluator, MacroTable
+from auditor.cuda.gates import decode, scan_file
+from auditor.cuda.macros import Evaluator, MacroTable
 from auditor.sources import DirectoryProvider, read_all
 from tests import oracle
 from tests.conftest import FIXTURES, wheel

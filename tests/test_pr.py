@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor import gitrev
+from auditor.sources import git as gitrev
 from auditor.cli import main
 from auditor.sources import InputError, read_all
 

@@ -10,7 +10,7 @@ import yaml
 
 from auditor import arch
 from auditor.model import SourceFile
-from auditor.python_gates import extract
+from auditor.python.extract import extract
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = sorted((ROOT / "fixtures" / "gates").glob("python-*.yaml"))
@@ -103,7 +103,7 @@ def test_resolutions_name_the_definitions_followed():
 
 
 def test_a_file_without_tokens_is_not_parsed(monkeypatch):
-    from auditor.pygates import symbols
+    from auditor.python import symbols
     seen = []
     real = symbols.parse
     monkeypatch.setattr(symbols, "parse", lambda f: seen.append(f.path) or real(f))
@@ -151,7 +151,7 @@ def test_a_body_parsed_blank_is_read_once_it_calls_a_predicate():
 def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
     """What a loop body assigns is unknown at its top (it may have run before): every name it
     binds, in any form, but not the names its nested functions, classes or lambdas bind."""
-    from auditor.pygates.symbols import assigned_in, parse
+    from auditor.python.symbols import assigned_in, parse
 
     src = (b"for i in range(3):\n"
            b"    a = b = f(i)\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from auditor.model import SourceFile
-from auditor.python_gates import extract
+from auditor.python.extract import extract
 
 CACHE = Path.home() / ".cache" / "archaudit-wheels"
 pytestmark = pytest.mark.slow
@@ -87,11 +87,12 @@ def test_flashinfer_074_sm12x_bail_out_lets_12x_through():
     """``if major != 12: return False`` opens flashinfer 0.7.4's ``is_sm12x_supported``: it
     turns every other major away and lets 12.x through to the toolkit check; read as written,
     it was a high ARCH001 saying the opposite."""
-    from auditor import arch, predicates
+    from auditor import arch
+    from auditor import verdicts
 
     with zipfile.ZipFile(wheel("flashinfer-python", "0.7.4")) as z:
         files = [SourceFile("flashinfer/utils.py", z.read("flashinfer/utils.py"), "python")]
     gates, _ = extract(files)
     [g] = [g for g in gates if g.context == "is_sm12x_supported" and g.expression == "major != 12"]
     assert g.guards == "reject" and "12.0" not in g.admits and "12.1" not in g.admits
-    assert predicates.verdicts(g, arch.parse_targets(arch.DEFAULT_TARGETS)) == {"12.0": "admits", "12.1": "admits"}
+    assert verdicts.verdicts(g, arch.parse_targets(arch.DEFAULT_TARGETS)) == {"12.0": "admits", "12.1": "admits"}

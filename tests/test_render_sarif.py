@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from auditor import rulebook
+from auditor.rules import rulebook
 from auditor.render import sarif
 from tests.conftest import wheel
 from tests.render_support import REPORTS, scan

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor import arch, cli, pipeline, predicates, rulebook
+from auditor import arch, cli, pipeline
+from auditor.rules import vocabulary as predicates
+from auditor.rules import rulebook
 from auditor.model import SourceFile
 from tests.conftest import FIXTURES, ROOT
 

@@ -9,7 +9,7 @@ import yaml
 
 from auditor import arch, cli
 from auditor.pipeline import Options, audit
-from auditor.preprocessor import Evaluator, MacroTable
+from auditor.cuda.macros import Evaluator, MacroTable
 from tests.conftest import FIXTURES, wheel
 
 KNOWN = yaml.safe_load((FIXTURES / "gates" / "cuda.yaml").read_text())

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor import cli, cuda_gates, pipeline, python_gates
-from auditor.cache import Cache
+from auditor import cli, pipeline
+from auditor.pipeline import run as pipeline_run
+from auditor.cuda import gates as cuda_gates
+from auditor.python import extract as python_gates
+from auditor.pipeline.cache import Cache
 from auditor.sources import DirectoryProvider, LazyFile, ZipProvider, read_all, read_file
 
 GUARD = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
@@ -54,7 +57,7 @@ def test_wheel_members_are_read_in_the_workers(tmp_path, capsys, monkeypatch):
     files, _ = read_all(ZipProvider(str(whl)))
     assert all(isinstance(f, LazyFile) for f in files)
     _, one = run(capsys, str(whl), "--no-cache", "--jobs", "1")
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
     _, pooled = run(capsys, str(whl), "--no-cache", "--jobs", "2")
     assert pooled == one
     assert len([g for g in one["gates"] if g["language"] == "cuda"]) == 8
@@ -146,7 +149,7 @@ def test_warm_scan_does_not_evaluate_or_render_again(tmp_path, monkeypatch, caps
 
     real = cli.renderers()
     monkeypatch.setattr(cli, "renderers", lambda: {fmt: fail for fmt in real})
-    monkeypatch.setattr(pipeline, "decode_final", fail)
+    monkeypatch.setattr(pipeline_run, "decode_final", fail)
     out = tmp_path / "out"
     args = ["scan", str(root), "--cache-dir", str(cache), "--jobs", "1", "--fail-on", "high"]
     outputs = [a for s in (".json", ".sarif", ".md", ".html", ".txt") for a in ("-o", str(out / f"r{s}"))]
@@ -226,7 +229,7 @@ def test_corrupt_or_foreign_cache_entries_are_ignored(tmp_path, capsys, damage):
 def test_suppression_comments_in_streamed_files(tmp_path, capsys, monkeypatch):
     root = tree(tmp_path / "t", 1)
     (root / "pkg" / "quiet.cu").write_text("// archaudit: ignore\n" + CU.format(i=7))
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
     for jobs in ("1", "2"):
         _, doc = run(capsys, str(root), "--no-cache", "--jobs", jobs)
         assert [f for f in doc["findings"] if f["file"] == "pkg/quiet.cu"] == []
@@ -234,7 +237,7 @@ def test_suppression_comments_in_streamed_files(tmp_path, capsys, monkeypatch):
 
 
 def test_cache_encoding_round_trips_every_field():
-    from auditor.cache import decode_final, decode_result, encode_final, encode_result
+    from auditor.pipeline.cache import decode_final, decode_result, encode_final, encode_result
     from tests.conftest import FIXTURES
 
     result = pipeline.audit([str(FIXTURES)], pipeline.Options(jobs=1))
@@ -253,7 +256,7 @@ def test_cache_encoding_round_trips_every_field():
 def test_the_python_pass_reports_progress(tmp_path, monkeypatch, jobs):
     """In this process, or from its pool worker through a queue: files parsed, batches read."""
     root = tree(tmp_path / "t", 40)  # 40 modules: three batches of 16
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
     seen: list[tuple[str, int, int]] = []
     options = pipeline.Options(jobs=jobs, progress=lambda *event: seen.append(event))
     result = pipeline.audit([str(root)], options)

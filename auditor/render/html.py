@@ -26,7 +26,8 @@ from pygments.lexers import CudaLexer, PythonLexer
 from pygments.styles import get_style_by_name
 from pygments.token import STANDARD_TYPES, _TokenType
 
-from auditor import arch, predicates
+from auditor import arch
+from auditor import verdicts
 from auditor.model import AuditResult, Gate
 from auditor.render import report
 from auditor.render.text import INVISIBLE, printable
@@ -174,7 +175,7 @@ def view(result: AuditResult) -> dict:
             "id": g.id, "file": files([g.input, g.file, g.package or "(root)", g.language]),
             "line": g.line, "end_line": g.end_line, "kind": strings(g.kind), "expression": strings(g.expression),
             "domain": 0 if g.domain == "target" else 1, "admits": sets(sorted(order[a] for a in g.admits if a in order)),
-            "verdicts": [int(predicates.turns_away(g, t)) for t in targets],
+            "verdicts": [int(verdicts.turns_away(g, t)) for t in targets],
             "unknowns": [strings(u) for u in g.unknowns], "resolved_by": strings(g.resolved_by),
             "features": [[strings(f.token), f.line, facts([f.feature, f.min_arch, [list(p) for p in f.on_target], f.notes])]
                          for f in g.features],

@@ -6,7 +6,7 @@ import json
 
 from auditor import arch
 from auditor.model import AuditResult, Gate
-from auditor.predicates import classify, verdicts
+from auditor.verdicts import classify, verdicts
 
 SCHEMA = "archaudit/1"
 

@@ -14,7 +14,7 @@ from itertools import groupby
 from urllib.parse import quote
 
 from auditor import arch
-from auditor.model import AuditResult, Gate
+from auditor.model import AuditResult
 from auditor.render import report
 
 LIMIT = 65_536 - 512

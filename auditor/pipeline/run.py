@@ -22,14 +22,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from auditor import __version__, arch, binaries, cuda_gates, engine, features, python_gates, rulebook
+from auditor import __version__, arch
+from auditor.facts import binaries
+from auditor.cuda import gates as cuda_gates
+from auditor.rules import engine
+from auditor.facts import features
+from auditor.python import extract as python_gates
+from auditor.rules import rulebook
 from auditor.arch import Target
 from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
-from auditor.cache import (
-    Cache, content_digest, decode_final, decode_result, decode_structure, encode_final, encode_result, encode_structure,
-    input_digest, json_digest, tool_digest,
-)
-from auditor.preprocessor import Evaluator, MacroTable, Structure
+from auditor.pipeline.cache import Cache, content_digest, decode_final, decode_result, decode_structure, encode_final, encode_result, encode_structure, input_digest, json_digest, tool_digest
+from auditor.cuda.structure import Structure
+from auditor.cuda.macros import Evaluator, MacroTable
 from auditor.sources import (
     Filters, InputError, LazyFile, Origin, Provider, ReadError, close_archives, provider_for, providers, read_all,
     read_origin,

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from .interp import Frame, Interp, State, case_bodies, handler_body, if_clauses
-from .symbols import Module
-from .values import (
+from auditor.python.interp import Frame, Interp, State, case_bodies, handler_body, if_clauses
+from auditor.python.symbols import Module
+from auditor.python.values import (
     ANY, Cap, ClassRef, ExtRef, Func, Method, ModRef, Opaque, Props, SelfRef, Taint, Val, Wrapper,
     is_boolish, merge, truth,
 )

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from auditor import arch, predicates
+from auditor import arch
+from auditor import verdicts
 from auditor.arch import HOST, Target
 from auditor.model import Finding, Gate
-from auditor.predicates import classify
+from auditor.verdicts import classify
 
 _PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
 
@@ -81,7 +82,7 @@ def _admitted_table(gate: Gate, targets: Sequence[Target]) -> list[str]:
         taken = [v for v in variants if v in admitted]
         shown = (" ".join(taken) if gate.domain == "target" else "yes") if taken else "-"
         t = requested.get(cap)
-        verdict = ("EXCLUDES" if predicates.turns_away(gate, t) else "admits") if t else ""
+        verdict = ("EXCLUDES" if verdicts.turns_away(gate, t) else "admits") if t else ""
         rows.append(f"    {cap + (' *' if t else ''):<12}{shown:<28}{verdict}".rstrip())
     if gate.domain == "target":
         rows.append(f"    {'host':<12}{'yes' if HOST in admitted else '-'}")

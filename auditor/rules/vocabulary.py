@@ -7,11 +7,6 @@ a gate that guards a rejection (``if cap not in [9, 10]: raise``) the set that m
 the one the rejection lets through (:func:`allowed`).
 ``PREDICATES`` take no argument; ``PARAMETRIC`` ones take the value written after the
 name (``classification: conservative``). ``FIELDS`` are the ``{placeholders}`` of a message.
-
-Availability (``classify``): the fact table says per capability ``yes``, ``no`` or
-``sm_120a-only``. A feature available only with an arch-specific (``a``/``f``) build target
-is still *available* on that GPU: widening then also needs the ``a``/``f`` target in the
-build, which the ``{features}`` field shows.
 """
 
 from __future__ import annotations
@@ -20,106 +15,14 @@ import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache, cached_property, lru_cache
+from functools import cached_property
 from typing import Callable, Iterable
 
 from auditor import arch
 from auditor.arch import HOST, Target
 from auditor.model import Feature, Gate
-from auditor.pygates import names
-
-CLASSES = ("hardware", "conservative", "unknown")
-"""What an excluding gate guards: something the target lacks, only what it has, or nothing known."""
-
-
-@cache
-def _number(capability: str) -> tuple[int, int]:
-    major, _, minor = capability.partition(".")
-    return int(major), int(minor or 0)
-
-
-def _major(capability: str) -> int:
-    return _number(capability)[0]
-
-
-def availability(status: str) -> str:
-    """A fact-table cell as ``yes``, ``no`` or ``unknown``; ``sm_120a-only`` counts as ``yes``."""
-    if status == "yes" or status.endswith("-only"):
-        return "yes"
-    return "no" if status == "no" else "unknown"
-
-
-def allowed(gate: Gate) -> tuple[str, ...]:
-    """Archs on which the code the gate protects may run.
-
-    Its admitted set; for a gate that guards a rejection (``if not ok: raise``, or a branch
-    that only gives up), whose admitted set says where the rejection *may* happen, everything
-    but where it is certain (``surely``): ``if not is_sm100_supported(): raise`` with a
-    toolkit check inside the predicate still rejects 12.0 for sure; ``if cap != 12 or
-    dtype != fp8: raise`` rejects nothing for sure, and neither does a condition on a value
-    the evaluator could not pin down on any capability.
-    """
-    if gate.guards != "reject":
-        return gate.admits
-    return _let_through(gate.domain, gate.surely)
-
-
-@lru_cache(maxsize=4096)
-def _let_through(domain: str, taken: tuple[str, ...]) -> tuple[str, ...]:
-    """What a rejection taken on ``taken`` lets through. Cached, as is :func:`_keeps_out`: a
-    report asks about 40,000 gates that share a few hundred sets."""
-    rejected = set(taken)
-    return tuple(a for a in arch.domain_order(domain) if a not in rejected)
-
-
-def turns_away(gate: Gate, target: Target) -> bool:
-    """Whether the gate keeps ``target`` from the code it protects."""
-    return _keeps_out(gate.domain, allowed(gate), target)
-
-
-@lru_cache(maxsize=4096)
-def _keeps_out(domain: str, let_in: tuple[str, ...], target: Target) -> bool:
-    return not arch.admits_target(domain, let_in, target)
-
-
-def verdicts(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
-    """``{"12.0": "admits" | "excludes", ...}``: whether the code the gate protects may run on
-    each target (for a rejection guard, what the rejection lets through)."""
-    return {t.label: "excludes" if turns_away(gate, t) else "admits" for t in targets}
-
-
-def classify(gate: Gate, targets: Iterable[Target]) -> str:
-    """``hardware``, ``conservative`` or ``unknown`` for a gate that excludes a target, else ``""``."""
-    excluded = [t for t in targets if turns_away(gate, t)]
-    if not excluded:
-        return ""
-    if not gate.features:
-        return "unknown"
-    found = {availability(dict(f.on_target).get(t.capability, "")) for f in gate.features for t in excluded}
-    if "no" in found:
-        return "hardware"
-    return "conservative" if found == {"yes"} else "unknown"
-
-
-def capabilities_of(gate: Gate) -> tuple[str, ...]:
-    """Device capabilities the gate lets through, ascending (a target-domain set counts a
-    capability when any of its variants is in)."""
-    let_in = allowed(gate)
-    caps = {_capability(t) for t in let_in if t != HOST} if gate.domain == "target" else set(let_in)
-    return tuple(sorted(caps, key=_number))
-
-
-@cache
-def _capability(target: str) -> str:
-    return arch.capability_of(target)
-
-
-@cache
-def _domain_capabilities(domain: str) -> tuple[str, ...]:
-    if domain == "target":
-        return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=_number))
-    return arch.capabilities()
-
+from auditor.facts import names
+from auditor.verdicts import domain_capabilities, allowed, availability, capabilities_of, classify, turns_away
 
 @dataclass(frozen=True, slots=True)
 class Relatives:
@@ -198,7 +101,7 @@ class GateView:
     @property
     def domain_capabilities(self) -> tuple[str, ...]:
         """Every capability the gate's domain can express, ascending."""
-        return _domain_capabilities(self.gate.domain)
+        return domain_capabilities(self.gate.domain)
 
     @cached_property
     def classification(self) -> str:
@@ -378,6 +281,14 @@ def _promised(gate: Gate) -> set[str]:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _number(capability: str) -> tuple[int, int]:
+    return arch.capability_number(capability)
+
+
+def _major(capability: str) -> int:
+    return arch.capability_number(capability)[0]
 
 
 def _labels(targets: Iterable[Target]) -> str:

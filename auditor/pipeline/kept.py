@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from auditor.cache import Cache, json_digest
+from auditor.pipeline.cache import Cache, json_digest
 from auditor.model import SEVERITIES, AuditResult
 
 

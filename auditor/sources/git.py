@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.model import FileError, InputInfo, SourceFile
-from auditor.sources import MAX_ARCHIVE_BYTES, MAX_FILE_BYTES, Filters, InputError, Item, Provider, language_of, wanted
+from auditor.sources.archives import MAX_ARCHIVE_BYTES
+from auditor.sources.files import MAX_FILE_BYTES, Filters, InputError, Item, Provider, language_of, wanted
 
 PREFIX = "git:"
 _SYMLINK, _SUBMODULE = "120000", "160000"

@@ -17,7 +17,7 @@ from functools import cache
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
-from ..model import FileError, SourceFile
+from auditor.model import FileError, SourceFile
 
 SCOPE_TYPES = ("function_definition", "class_definition")
 _PY2 = ("print_statement", "exec_statement")

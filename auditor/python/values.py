@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 
-from ..model import Resolution
+from auditor.model import Resolution
 
 MAX_ELEMS = 24
 """Beyond this many possibilities a value is UNKNOWN: precision is not worth the time."""

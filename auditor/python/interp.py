@@ -21,14 +21,13 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from .. import arch
-from ..model import Resolution
-from . import names as names_mod
-from .symbols import Binding, ClassInfo, Module, Program, assigned_in, definition_at, destructure, imports
-from .values import (
-    ANY, BOOL, FALSY, NOTHING, TRUTHY, UNKNOWN, Cap, ClassRef, ExtRef, Func, Method, ModRef, Props,
+from auditor.model import Resolution
+from auditor.facts import names as names_mod
+from auditor.python.symbols import Binding, ClassInfo, Module, Program, assigned_in, definition_at, destructure, imports
+from auditor.python.values import (
+    ANY, BOOL, NOTHING, UNKNOWN, Cap, ClassRef, ExtRef, Func, Method, ModRef, Props,
     SelfRef, Taint, Val, Wrapper, binary, bool_and, bool_not, bool_or, compare, is_boolish, is_data,
-    join, make, merge, product, taint, truth, truths, unary, val,
+    join, make, merge, product, taint, truth, unary, val,
 )
 
 MAX_DEPTH = 40

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .. import arch
+from auditor import arch
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from typing import Iterable, Iterator, Sequence
 
 from auditor.arch import Target
 from auditor.model import Finding, Gate, SourceFile
-from auditor.predicates import FIELDS, GateView, Relatives, relatives
-from auditor.rulebook import Rule
+from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
+from auditor.rules.rulebook import Rule
 
 UNUSED_SUPPRESSION = "ARCH000"
 """Built-in: an ``archaudit: ignore`` comment that suppressed nothing (info)."""

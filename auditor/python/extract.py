@@ -15,13 +15,13 @@ import multiprocessing
 import re
 from typing import Callable, Iterable, Optional, Sequence
 
-from . import arch, fingerprint, model
-from .pygates import names
-from .pygates.gates import Found, scan_module
-from .pygates.interp import Interp, capability
-from .pygates.values import Cap, Func, Props, SelfRef, is_boolish
-from .pygates.lists import list_tokens, scan_lists
-from .pygates.symbols import Module, Program, word_pattern, word_starts
+from auditor import arch, fingerprint, model
+from auditor.facts import names
+from auditor.python.gates import Found, scan_module
+from auditor.python.interp import Interp, capability
+from auditor.python.values import Cap, Func, Props, SelfRef, is_boolish
+from auditor.python.lists import list_tokens, scan_lists
+from auditor.python.symbols import Module, Program, word_pattern, word_starts
 
 _MAX_ROUNDS = 6
 _BATCH = 16

@@ -15,18 +15,19 @@ import sqlite3
 from dataclasses import fields
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from auditor import __version__
 from auditor.model import Feature, FileError, Finding, Gate, Resolution
-from auditor.preprocessor import Branch, Definition, Structure
+from auditor.cuda.structure import Branch, Definition, Structure
 
 SCHEMA = 2
 
 
-_CODE = ("auditor", "auditor.pygates", "auditor.render", "auditor.rules", "auditor.reports")
-"""Packages whose files decide results or reports (``data/`` is read with ``auditor``)."""
+_CODE = ("auditor", "auditor.rules.pack", "auditor.reports")
+"""Package roots whose files (walked recursively) decide results or reports."""
 
 
 @cache
@@ -34,17 +35,21 @@ def tool_digest() -> str:
     """Version + the package's code, data and templates: a change to any invalidates every entry."""
     h = hashlib.blake2b(f"{__version__}:{SCHEMA}".encode(), digest_size=16)
     for package in _CODE:
-        root = resources.files(package)
-        for base in (root, root.joinpath("data")):
-            try:
-                entries = sorted(base.iterdir(), key=lambda p: p.name)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for p in entries:
-                if p.is_file() and p.name.endswith((".py", ".json", ".csv", ".yaml", ".j2")):
-                    h.update(f"{package}/{base.name}/{p.name}".encode())
-                    h.update(p.read_bytes())
+        for rel, p in _files(resources.files(package)):
+            if rel.endswith((".py", ".json", ".csv", ".yaml", ".j2")):
+                h.update(f"{package}/{rel}".encode())
+                h.update(p.read_bytes())
     return h.hexdigest()
+
+
+def _files(root: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    """Every file under ``root`` as (relative path, file), sorted, ``__pycache__`` left out."""
+    for p in sorted(root.iterdir(), key=lambda p: p.name):
+        if p.is_dir():
+            if p.name != "__pycache__":
+                yield from _files(p, f"{prefix}{p.name}/")
+        elif p.is_file():
+            yield f"{prefix}{p.name}", p
 
 
 def json_digest(parts: Any) -> str:

@@ -21,7 +21,7 @@ import yaml
 from jsonschema.exceptions import best_match
 
 from auditor.model import FileError, Finding, Gate, SourceFile
-from auditor.predicates import FIELDS, PARAMETRIC, PREDICATES, Predicate
+from auditor.rules.vocabulary import FIELDS, PARAMETRIC, PREDICATES, Predicate
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema=schema.json"
 
@@ -86,7 +86,7 @@ class Rule:
 @cache
 def schema() -> dict:
     """The published rule schema."""
-    return json.loads(resources.files("auditor.rules").joinpath("schema.json").read_text("utf-8"))
+    return json.loads(resources.files("auditor.rules.pack").joinpath("schema.json").read_text("utf-8"))
 
 
 def _compile(node: object) -> Predicate:
@@ -233,8 +233,8 @@ def _unique(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 
 @cache
 def builtin() -> tuple[Rule, ...]:
-    """The rules shipped in the ``auditor.rules`` package."""
-    folder = resources.files("auditor.rules")
+    """The rules shipped in the ``auditor.rules.pack`` package."""
+    folder = resources.files("auditor.rules.pack")
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".yaml")), key=lambda f: f.name)
     return _unique(parse(f.read_text("utf-8"), f"rules/{f.name}") for f in files)
 

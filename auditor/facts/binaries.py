@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator
 
 from elftools.elf.elffile import ELFFile
 
-from . import arch
+from auditor import arch
 
 try:  # optional: without them compressed payloads are listed from their headers alone
     import lz4.block as _lz4

@@ -14,13 +14,13 @@ import re
 
 from tree_sitter import Node
 
-from .. import arch
-from ..model import Resolution
-from . import names as names_mod
-from .gates import Found, context_of
-from .interp import Frame, Interp, line_of, one_line
-from .symbols import Module
-from .values import UNKNOWN
+from auditor import arch
+from auditor.model import Resolution
+from auditor.facts import names as names_mod
+from auditor.python.gates import Found, context_of
+from auditor.python.interp import Frame, Interp, line_of, one_line
+from auditor.python.symbols import Module
+from auditor.python.values import UNKNOWN
 
 _GENCODE = re.compile(r"(?:-gencode|--generate-code)[= ]arch=compute_(\d+[af]?),code=\[?([A-Za-z0-9_,]+)\]?")
 _ARCH_FLAG = re.compile(r"(?:^|\s)(?:-arch|--gpu-architecture)[= ](sm|compute)_(\d+[af]?)\b")

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from .. import arch
-from ..model import Resolution
-from . import names as names_mod
-from .interp import Interp, capability, line_of, one_line
-from .scan import Rec, Scanner
-from .symbols import Module
+from auditor import arch
+from auditor.model import Resolution
+from auditor.facts import names as names_mod
+from auditor.python.interp import Interp, capability, line_of, one_line
+from auditor.python.scan import Rec, Scanner
+from auditor.python.symbols import Module
 
 KIND_ORDER = ("predicate-call", "platform-api", "capability-compare")
 _BOOLEAN = ("boolean_operator", "not_operator", "parenthesized_expression")
@@ -251,13 +251,13 @@ class Assembler:
                     if key[0] == "g":
                         mod = it.prog.modules[key[1]]
                         v = it.global_value(mod, key[2])
-                        from .values import Func, join
+                        from auditor.python.values import Func, join
                         v = join(*[it.call_func(x, [], {}) if isinstance(x, Func) else _single(x) for x in v.elems])
                     else:
-                        from .values import Func
+                        from auditor.python.values import Func
                         _, module, start, bound, args, kwargs = key
                         v = it.call_func(Func(module, start, "", args, kwargs, bound), [], {})
-                    from .values import truth
+                    from auditor.python.values import truth
                     if True in truth(v):
                         out.add(label)
         finally:
@@ -317,7 +317,7 @@ class Assembler:
 
 
 def _single(x):
-    from .values import val
+    from auditor.python.values import val
     return val(x)
 
 

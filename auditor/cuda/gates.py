@@ -12,13 +12,13 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Union
 
-from auditor import arch, cexpr, fingerprint
-from auditor.directives import scan
+from auditor import arch, fingerprint
+from auditor.cuda import cexpr
+from auditor.cuda.directives import scan
 from auditor.model import FileError, Gate, Resolution, SourceFile
-from auditor.preprocessor import (
-    MAX_CHAIN, Branch, Evaluator, MacroTable, NestingError, Structure, StructureError, cccl_condition, names_an_arch,
-    parse_condition,
-)
+from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
+from auditor.cuda.macros import Evaluator, MacroTable, names_an_arch, parse_condition
+from auditor.cuda.cccl import cccl_condition
 
 _CCCL = re.compile(r"NV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")  # literal first: fast search
 _ARCH_TOKEN = re.compile(r"__CUDA_ARCH|NV_(?:IF|DISPATCH)_")
@@ -96,7 +96,7 @@ def _scan_text(f: SourceFile, text: str) -> Union[FileScan, FileError]:
 
 def scan_structure(text: str) -> Structure:
     """Directives -> branches and definitions."""
-    from auditor.preprocessor import structure
+    from auditor.cuda.structure import structure
 
     return structure(scan(text), text.count("\n") + 1)
 

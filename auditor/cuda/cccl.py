@@ -1,0 +1,28 @@
+"""CCCL ``NV_IF_TARGET`` queries as preprocessor conditions, with CCCL's semantics kept in data."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from importlib import resources
+from typing import Optional
+
+
+
+@cache
+def cccl_queries() -> tuple[tuple[re.Pattern, str], ...]:
+    """CCCL target queries -> preprocessor condition templates, from data."""
+    data = json.loads(resources.files("auditor").joinpath("data", "cccl-queries.json").read_text("utf-8"))
+    return tuple((re.compile(q["pattern"]), q["condition"]) for q in data["queries"])
+
+
+def cccl_condition(query: str) -> Optional[str]:
+    """``NV_PROVIDES_SM_90`` -> ``defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900``."""
+    for pattern, template in cccl_queries():
+        m = pattern.match(query.strip())
+        if m:
+            sm = m.group(1) if m.groups() else ""
+            n = int(sm) * 10 if sm else 0
+            return template.format(n=n, sm=sm)
+    return None

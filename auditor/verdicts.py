@@ -1,0 +1,106 @@
+"""What a gate means for a target: where the code it protects may run, whether it turns a
+target away, and what that code needs (hardware, conservative, unknown).
+
+Every report, the rules, ``explain`` and ``diff`` ask these questions; they live here, at the
+core, so that none of them reaches into another's module for the answer. For a gate that
+guards a rejection (``if cap not in [9, 10]: raise``) the set that matters is the one the
+rejection lets through (:func:`allowed`).
+
+Availability (``classify``): the fact table says per capability ``yes``, ``no`` or
+``sm_120a-only``. A feature available only with an arch-specific (``a``/``f``) build target
+is still *available* on that GPU: widening then also needs the ``a``/``f`` target in the
+build, which the ``{features}`` field shows.
+"""
+
+from __future__ import annotations
+
+from functools import cache, lru_cache
+from typing import Iterable
+
+from auditor import arch
+from auditor.arch import HOST, Target
+from auditor.model import Gate
+
+_number = arch.capability_number
+
+CLASSES = ("hardware", "conservative", "unknown")
+"""What an excluding gate guards: something the target lacks, only what it has, or nothing known."""
+
+
+def availability(status: str) -> str:
+    """A fact-table cell as ``yes``, ``no`` or ``unknown``; ``sm_120a-only`` counts as ``yes``."""
+    if status == "yes" or status.endswith("-only"):
+        return "yes"
+    return "no" if status == "no" else "unknown"
+
+
+def allowed(gate: Gate) -> tuple[str, ...]:
+    """Archs on which the code the gate protects may run.
+
+    Its admitted set; for a gate that guards a rejection (``if not ok: raise``, or a branch
+    that only gives up), whose admitted set says where the rejection *may* happen, everything
+    but where it is certain (``surely``): ``if not is_sm100_supported(): raise`` with a
+    toolkit check inside the predicate still rejects 12.0 for sure; ``if cap != 12 or
+    dtype != fp8: raise`` rejects nothing for sure, and neither does a condition on a value
+    the evaluator could not pin down on any capability.
+    """
+    if gate.guards != "reject":
+        return gate.admits
+    return _let_through(gate.domain, gate.surely)
+
+
+@lru_cache(maxsize=4096)
+def _let_through(domain: str, taken: tuple[str, ...]) -> tuple[str, ...]:
+    """What a rejection taken on ``taken`` lets through. Cached, as is :func:`_keeps_out`: a
+    report asks about 40,000 gates that share a few hundred sets."""
+    rejected = set(taken)
+    return tuple(a for a in arch.domain_order(domain) if a not in rejected)
+
+
+def turns_away(gate: Gate, target: Target) -> bool:
+    """Whether the gate keeps ``target`` from the code it protects."""
+    return _keeps_out(gate.domain, allowed(gate), target)
+
+
+@lru_cache(maxsize=4096)
+def _keeps_out(domain: str, let_in: tuple[str, ...], target: Target) -> bool:
+    return not arch.admits_target(domain, let_in, target)
+
+
+def verdicts(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
+    """``{"12.0": "admits" | "excludes", ...}``: whether the code the gate protects may run on
+    each target (for a rejection guard, what the rejection lets through)."""
+    return {t.label: "excludes" if turns_away(gate, t) else "admits" for t in targets}
+
+
+def classify(gate: Gate, targets: Iterable[Target]) -> str:
+    """``hardware``, ``conservative`` or ``unknown`` for a gate that excludes a target, else ``""``."""
+    excluded = [t for t in targets if turns_away(gate, t)]
+    if not excluded:
+        return ""
+    if not gate.features:
+        return "unknown"
+    found = {availability(dict(f.on_target).get(t.capability, "")) for f in gate.features for t in excluded}
+    if "no" in found:
+        return "hardware"
+    return "conservative" if found == {"yes"} else "unknown"
+
+
+def capabilities_of(gate: Gate) -> tuple[str, ...]:
+    """Device capabilities the gate lets through, ascending (a target-domain set counts a
+    capability when any of its variants is in)."""
+    let_in = allowed(gate)
+    caps = {_capability(t) for t in let_in if t != HOST} if gate.domain == "target" else set(let_in)
+    return tuple(sorted(caps, key=_number))
+
+
+@cache
+def _capability(target: str) -> str:
+    return arch.capability_of(target)
+
+
+@cache
+def domain_capabilities(domain: str) -> tuple[str, ...]:
+    if domain == "target":
+        return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=_number))
+    return arch.capabilities()
