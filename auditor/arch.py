@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Iterable
 
 HOST = "host"
 _TARGET_NAME = re.compile(r"^(?:sm_|compute_)?(\d+)([af]?)$")

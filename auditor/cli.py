@@ -6,17 +6,24 @@ import argparse
 import gc
 import os
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
 
 from auditor import __version__, arch
 from auditor.model import SEVERITIES, AuditResult
 from auditor.sources import Filters, InputError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-FORMAT_BY_SUFFIX = {".json": "json", ".txt": "text", ".sarif": "sarif", ".md": "markdown", ".html": "html", ".htm": "html"}
+FORMAT_BY_SUFFIX = {
+    ".json": "json",
+    ".txt": "text",
+    ".sarif": "sarif",
+    ".md": "markdown",
+    ".html": "html",
+    ".htm": "html",
+}
 
 
 class UsageError(Exception):
@@ -39,38 +46,70 @@ def renderers() -> dict[str, Callable[[AuditResult], str]]:
     from auditor.render import json as json_render
 
     table: dict[str, Callable[[AuditResult], str]] = {
-        "text": text.render, "json": json_render.render, "sarif": sarif.render, "markdown": markdown.render,
+        "text": text.render,
+        "json": json_render.render,
+        "sarif": sarif.render,
+        "markdown": markdown.render,
         "html": html.render,
     }
     return table
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default=arch.DEFAULT_TARGETS, help="targets, e.g. 12.0,12.1 or sm_120a (default %(default)s)")
-    p.add_argument("--format", choices=("text", "json", "sarif", "markdown", "html"), default=None,
-                   help="report format on stdout (default text)")
-    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
-                   help="write a report to FILE, format by extension (repeatable)")
+    p.add_argument(
+        "--target", default=arch.DEFAULT_TARGETS, help="targets, e.g. 12.0,12.1 or sm_120a (default %(default)s)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "sarif", "markdown", "html"),
+        default=None,
+        help="report format on stdout (default text)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write a report to FILE, format by extension (repeatable)",
+    )
     p.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding is at or above this")
     p.add_argument("--jobs", type=int, default=0, help="worker processes (default: CPU count)")
-    p.add_argument("--include", action="append", default=[], metavar="GLOB", help="only files matching (gitignore syntax)")
+    p.add_argument(
+        "--include", action="append", default=[], metavar="GLOB", help="only files matching (gitignore syntax)"
+    )
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching")
     p.add_argument("--cache-dir", type=Path, default=None, help="cache for downloads and results")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     p.add_argument("--only-excluding", action="store_true", help="text output: only gates that exclude a target")
-    p.add_argument("--link-base", metavar="URL", default="",
-                   help="markdown: link file:line to URL/FILE#LLINE (e.g. https://github.com/o/r/blob/SHA)")
+    p.add_argument(
+        "--link-base",
+        metavar="URL",
+        default="",
+        help="markdown: link file:line to URL/FILE#LLINE (e.g. https://github.com/o/r/blob/SHA)",
+    )
     _rule_arguments(p)
-    p.add_argument("--baseline", type=Path, metavar="FILE", help="report only findings not listed in this baseline file")
-    p.add_argument("--write-baseline", type=Path, metavar="FILE",
-                   help="write this run's findings to FILE as a baseline (--baseline is then not applied)")
+    p.add_argument(
+        "--baseline", type=Path, metavar="FILE", help="report only findings not listed in this baseline file"
+    )
+    p.add_argument(
+        "--write-baseline",
+        type=Path,
+        metavar="FILE",
+        help="write this run's findings to FILE as a baseline (--baseline is then not applied)",
+    )
 
 
 def _rule_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rules", action="append", default=[], type=Path, metavar="DIR", help="add the rules in DIR (repeatable)")
-    p.add_argument("--select", action="append", default=[], metavar="ID", help="only these rule ids (comma list, repeatable)")
-    p.add_argument("--ignore", action="append", default=[], metavar="ID", help="skip these rule ids (comma list, repeatable)")
-
+    p.add_argument(
+        "--rules", action="append", default=[], type=Path, metavar="DIR", help="add the rules in DIR (repeatable)"
+    )
+    p.add_argument(
+        "--select", action="append", default=[], metavar="ID", help="only these rule ids (comma list, repeatable)"
+    )
+    p.add_argument(
+        "--ignore", action="append", default=[], metavar="ID", help="skip these rule ids (comma list, repeatable)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("id", nargs="?", help="rule id, for show")
     _rule_arguments(rules)
     explain = sub.add_parser("explain", help="one gate's evaluation, step by step")
-    explain.add_argument("location", help="FILE:LINE (scanned within its project) or INPUT::FILE:LINE (e.g. x.whl::pkg/a.cuh:417)")
+    explain.add_argument(
+        "location", help="FILE:LINE (scanned within its project) or INPUT::FILE:LINE (e.g. x.whl::pkg/a.cuh:417)"
+    )
     _common(explain)
     return parser
 
@@ -116,7 +157,7 @@ GC_THRESHOLDS = (100_000, 50, 100)
 at the default thresholds the collector re-walks them ~2,000 times, a third of a warm scan."""
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     gc.set_threshold(*GC_THRESHOLDS)
     parser = build_parser()
@@ -149,7 +190,7 @@ def _options(args):
     )
 
 
-def _formats(args) -> tuple[Optional[str], dict[str, str]]:
+def _formats(args) -> tuple[str | None, dict[str, str]]:
     """The stdout format (None: none) and each ``-o FILE``'s format; bad ones are usage errors,
     raised before anything is scanned."""
     table = renderers()
@@ -166,12 +207,11 @@ def _formats(args) -> tuple[Optional[str], dict[str, str]]:
     return fmt, outputs
 
 
-def _coloured(fmt: Optional[str]) -> bool:
+def _coloured(fmt: str | None) -> bool:
     return fmt == "text" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def emit(texts: dict[str, str], result: Optional[AuditResult], args, fmt: Optional[str],
-         outputs: dict[str, str]) -> None:
+def emit(texts: dict[str, str], result: AuditResult | None, args, fmt: str | None, outputs: dict[str, str]) -> None:
     """Write the reports (:func:`_formats`): stdout in ``fmt``, and each -o FILE in its format."""
     if _coloured(fmt):
         from auditor.render import terminal
@@ -186,7 +226,7 @@ def emit(texts: dict[str, str], result: Optional[AuditResult], args, fmt: Option
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
-def _cache_dir(args) -> Optional[Path]:
+def _cache_dir(args) -> Path | None:
     """The result cache's directory; None with ``--no-cache``."""
     return None if getattr(args, "no_cache", False) else (getattr(args, "cache_dir", None) or default_cache_dir())
 
@@ -275,7 +315,7 @@ def write_baseline(result: AuditResult, args) -> None:
         raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror or exc}") from None
 
 
-def exit_code(severities: Iterable[str], fail_on: Optional[str]) -> int:
+def exit_code(severities: Iterable[str], fail_on: str | None) -> int:
     """1 when a finding's severity reaches --fail-on, else 0."""
     if fail_on is None:
         return EXIT_CLEAN
@@ -286,9 +326,8 @@ def exit_code(severities: Iterable[str], fail_on: Optional[str]) -> int:
 def cmd_scan(args) -> int:
     """``archaudit scan``: a re-scan of unchanged inputs writes the reports of the last scan
     again (:mod:`auditor.kept`), with its error lines and exit code."""
-    from auditor.pipeline import kept
+    from auditor.pipeline import Scan, kept
     from auditor.pipeline.cache import Cache
-    from auditor.pipeline import Scan
 
     fmt, outputs = _formats(args)
     formats = set(outputs.values()) | ({fmt} if fmt and not _coloured(fmt) else set())
@@ -296,8 +335,9 @@ def cmd_scan(args) -> int:
     with closing(Cache(_cache_dir(args))) as store:
         with progress(_options(args)) as options, Scan(args.inputs, options) as scan:
             names = scan.names
-            found = None if args.write_baseline or _coloured(fmt) else kept.find(store, scan.key, names, link_base,
-                                                                                 formats)
+            found = (
+                None if args.write_baseline or _coloured(fmt) else kept.find(store, scan.key, names, link_base, formats)
+            )
             result = None if found else scan.result()
         if found:
             texts, outcome = found
@@ -317,8 +357,7 @@ def cmd_scan(args) -> int:
 
 def cmd_rules(args) -> int:
     """``archaudit rules list|show ID|test``."""
-    from auditor.rules import engine
-    from auditor.rules import rulebook
+    from auditor.rules import engine, rulebook
 
     rules = _rules(args)
     chosen = [r for r in rules if engine.active(r.id, _ids(args.select), _ids(args.ignore))]
@@ -347,15 +386,17 @@ def cmd_rules(args) -> int:
         counts = ", ".join(f"{sum(c.outcome == o for c in results)} {o}" for o in rulebook.OUTCOMES)
         print(f"{r.id} {r.name}: {'ok' if not bad else 'FAILED'} ({counts})")
         for c in bad:
-            print(f"  {c.outcome.upper()}: {c.case} example {c.example.filename} ({r.source}:{c.example.line}): {c.detail}")
+            print(
+                f"  {c.outcome.upper()}: {c.case} example {c.example.filename} ({r.source}:{c.example.line}): {c.detail}"
+            )
     print(f"{len(chosen)} rules, {failed} failing examples")
     return EXIT_FINDINGS if failed else EXIT_CLEAN
 
 
 def cmd_explain(args) -> int:
     """``archaudit explain FILE:LINE``: one gate's evaluation, step by step."""
-    from auditor.render import explain
     from auditor.pipeline import audit
+    from auditor.render import explain
     from auditor.render.json import gate_document
 
     where = explain.parse_location(args.location)
@@ -366,8 +407,13 @@ def cmd_explain(args) -> int:
     if args.format == "json":
         import json
 
-        docs = [dict(gate_document(g, result.targets), findings=[
-            {"rule": f.rule, "severity": f.severity, "message": f.message} for f in findings[g.id]]) for g in chosen]
+        docs = [
+            dict(
+                gate_document(g, result.targets),
+                findings=[{"rule": f.rule, "severity": f.severity, "message": f.message} for f in findings[g.id]],
+            )
+            for g in chosen
+        ]
         print(json.dumps(docs, indent=2, ensure_ascii=False))
     else:
         print("\n".join(explain.render(g, findings[g.id], result.targets) for g in chosen), end="")
@@ -421,4 +467,11 @@ def cmd_comment(args) -> int:
     return github.run(args)
 
 
-COMMANDS: dict[str, Callable] = {"scan": cmd_scan, "diff": cmd_diff, "pr": cmd_pr, "comment": cmd_comment, "rules": cmd_rules, "explain": cmd_explain}
+COMMANDS: dict[str, Callable] = {
+    "scan": cmd_scan,
+    "diff": cmd_diff,
+    "pr": cmd_pr,
+    "comment": cmd_comment,
+    "rules": cmd_rules,
+    "explain": cmd_explain,
+}

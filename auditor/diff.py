@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
-from typing import Iterable, Optional, Sequence
 
 from auditor import arch, fingerprint
 from auditor import verdicts as meaning
@@ -77,9 +77,9 @@ class GateChange:
 
     status: str
     """``added``, ``removed`` or ``changed``."""
-    old: Optional[Gate]
+    old: Gate | None
     """The gate before (None when added)."""
-    new: Optional[Gate]
+    new: Gate | None
     """The gate after (None when removed)."""
     how: str = ""
     """For ``changed``: ``admits`` (same condition, another admitted set) or ``rewritten``
@@ -185,18 +185,18 @@ def top_prefix(paths: Iterable[str]) -> str:
 def match_path(path: str, prefix: str = "") -> str:
     """The path used for matching: no versioned top folder, no wheel ``.data/<scheme>/`` part."""
     if prefix and path.startswith(prefix):
-        path = path[len(prefix):]
+        path = path[len(prefix) :]
     return _WHEEL_DATA.sub("", path, count=1)
 
 
-def _verdicts(gate: Optional[Gate], targets: Sequence[arch.Target]) -> dict[str, str]:
+def _verdicts(gate: Gate | None, targets: Sequence[arch.Target]) -> dict[str, str]:
     """``{label: admits|excludes}``; empty for no gate."""
     if gate is None:
         return {}
     return meaning.verdicts(gate, targets)
 
 
-def _deltas(old: Optional[Gate], new: Optional[Gate], targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:
+def _deltas(old: Gate | None, new: Gate | None, targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:
     before, after = _verdicts(old, targets), _verdicts(new, targets)
     return tuple(VerdictDelta(t.label, before.get(t.label, ""), after.get(t.label, "")) for t in targets)
 
@@ -296,15 +296,18 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
     return pairs, removed, added
 
 
-def _edited_in_place(old: list[tuple[Gate, int]], new: list[tuple[Gate, int]],
-                     shift: dict[int, int]) -> list[tuple[Gate, Gate]]:
+def _edited_in_place(
+    old: list[tuple[Gate, int]], new: list[tuple[Gate, int]], shift: dict[int, int]
+) -> list[tuple[Gate, Gate]]:
     """Where the counts differ (a gate edited and another added beside it): pair the gates that
     stayed where they were, relative to the matched neighbour above, and read alike (at least
     :data:`REWRITE_SIMILARITY`); nearest first, then most alike."""
     scored = []
     for i, (x, _) in enumerate(old):
         for j, (y, blk) in enumerate(new):
-            alike = SequenceMatcher(None, fingerprint.normalise(x.expression), fingerprint.normalise(y.expression)).ratio()
+            alike = SequenceMatcher(
+                None, fingerprint.normalise(x.expression), fingerprint.normalise(y.expression)
+            ).ratio()
             if alike >= REWRITE_SIMILARITY:
                 scored.append((abs(y.line - x.line - shift.get(blk, 0)), -alike, i, j))
     used_old: set[int] = set()
@@ -318,7 +321,7 @@ def _edited_in_place(old: list[tuple[Gate, int]], new: list[tuple[Gate, int]],
     return out
 
 
-def _change(status: str, old: Optional[Gate], new: Optional[Gate], how: str, targets, sides) -> GateChange:
+def _change(status: str, old: Gate | None, new: Gate | None, how: str, targets, sides) -> GateChange:
     old_side, new_side = sides
     findings: tuple[Finding, ...] = ()
     if new is not None:
@@ -337,8 +340,9 @@ def _present(side: _Side, key: tuple[str, str], owner) -> bool:
     return key in side.defined or any(owner(side, g) == key for g in side.by_file.get(key[1], ()))
 
 
-def _definitions(changes: list[GateChange], old: _Side, new: _Side,
-                 unchanged: list[tuple[Gate, Gate]]) -> tuple[list[GateChange], list[DefinitionChange]]:
+def _definitions(
+    changes: list[GateChange], old: _Side, new: _Side, unchanged: list[tuple[Gate, Gate]]
+) -> tuple[list[GateChange], list[DefinitionChange]]:
     """Find changed definitions; tag the changes inside them and the call sites through them.
 
     A definition changed when a condition inside it changed what it admits (Python
@@ -351,7 +355,7 @@ def _definitions(changes: list[GateChange], old: _Side, new: _Side,
     for name, path in names:
         files_of[name].add(path)
 
-    def owner(side: _Side, g: Optional[Gate]) -> Optional[tuple[str, str]]:
+    def owner(side: _Side, g: Gate | None) -> tuple[str, str] | None:
         """The definition a gate belongs to: the function it sits in, or the ``#define`` it encloses."""
         if g is None:
             return None
@@ -362,7 +366,7 @@ def _definitions(changes: list[GateChange], old: _Side, new: _Side,
         first, last = g.body_lines
         return next(((n, path) for line, n in side.defined_in.get(path, ()) if first <= line <= last), None)
 
-    def through(side: _Side, g: Optional[Gate]) -> set[tuple[str, str]]:
+    def through(side: _Side, g: Gate | None) -> set[tuple[str, str]]:
         return set() if g is None else {(r.name, side.match(r.file)) for r in g.resolutions}
 
     body: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -372,8 +376,11 @@ def _definitions(changes: list[GateChange], old: _Side, new: _Side,
             body[where].append(i)
     # A definition present on one side only is new or gone, not changed: its call sites are
     # added or removed gates in their own right.
-    changed = {k for k, idx in body.items()
-               if any(_meaningful(changes[i]) for i in idx) and _present(old, k, owner) and _present(new, k, owner)}
+    changed = {
+        k
+        for k, idx in body.items()
+        if any(_meaningful(changes[i]) for i in idx) and _present(old, k, owner) and _present(new, k, owner)
+    }
     # A call site whose condition is unchanged but whose set moved: a definition it goes
     # through now reads differently, or the name now resolves to another definition.
     elsewhere: dict[tuple[str, str], tuple[int, str, str]] = {}
@@ -414,18 +421,24 @@ def _definitions(changes: list[GateChange], old: _Side, new: _Side,
         a, b = old.defined.get(k), new.defined.get(k)
         inside = [out[i] for i in body.get(k, [])]
         a = elsewhere.get(k, a)
-        result.append(DefinitionChange(
-            name=k[0], file=(b or a)[2] if (b or a) else k[1], old_file=a[2] if k in elsewhere else "",
-            old_line=a[0] if a else min((c.old.line for c in inside if c.old), default=0),
-            new_line=b[0] if b else min((c.new.line for c in inside if c.new), default=0),
-            old_detail=a[1] if a else "", new_detail=b[1] if b else "",
-            body=tuple(inside), call_sites=tuple(out[i] for i in sites.get(k, [])),
-            unchanged_call_sites=still.get(k, 0),
-        ))
+        result.append(
+            DefinitionChange(
+                name=k[0],
+                file=(b or a)[2] if (b or a) else k[1],
+                old_file=a[2] if k in elsewhere else "",
+                old_line=a[0] if a else min((c.old.line for c in inside if c.old), default=0),
+                new_line=b[0] if b else min((c.new.line for c in inside if c.new), default=0),
+                old_detail=a[1] if a else "",
+                new_detail=b[1] if b else "",
+                body=tuple(inside),
+                call_sites=tuple(out[i] for i in sites.get(k, [])),
+                unchanged_call_sites=still.get(k, 0),
+            )
+        )
     return out, result
 
 
-def compare(old: AuditResult, new: AuditResult, targets: Optional[tuple] = None, mode: str = "diff") -> DiffResult:
+def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mode: str = "diff") -> DiffResult:
     """Gates added, removed and changed from ``old`` to ``new``, with their root causes."""
     targets = targets or new.targets
     sides = (_Side(old), _Side(new))
@@ -442,7 +455,13 @@ def compare(old: AuditResult, new: AuditResult, targets: Optional[tuple] = None,
     changes.sort(key=lambda c: (sides[1].path[c.new.id] if c.new else sides[0].path[c.old.id], c.gate.line, c.status))
     changes, definitions = _definitions(changes, *sides, unchanged)
     return DiffResult(
-        tool_version=new.tool_version, targets=tuple(targets), old_inputs=old.inputs, new_inputs=new.inputs,
-        changes=tuple(changes), definitions=tuple(definitions), unchanged=len(unchanged),
-        errors=tuple(old.errors) + tuple(new.errors), mode=mode,
+        tool_version=new.tool_version,
+        targets=tuple(targets),
+        old_inputs=old.inputs,
+        new_inputs=new.inputs,
+        changes=tuple(changes),
+        definitions=tuple(definitions),
+        unchanged=len(unchanged),
+        errors=tuple(old.errors) + tuple(new.errors),
+        mode=mode,
     )

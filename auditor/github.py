@@ -144,9 +144,7 @@ class _Api:
         """One API request, retried on 5xx, rate limits and network errors."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                response = self._client.request(
-                    method, url, headers=self._headers, json=payload, follow_redirects=True
-                )
+                response = self._client.request(method, url, headers=self._headers, json=payload, follow_redirects=True)
             except httpx.HTTPError as exc:
                 failure = GitHubError(f"cannot reach the GitHub API at {self._origin} ({type(exc).__name__})")
                 wait = 2.0 ** (attempt - 1)

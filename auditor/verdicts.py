@@ -14,8 +14,8 @@ build, which the ``{features}`` field shows.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache, lru_cache
-from typing import Iterable
 
 from auditor import arch
 from auditor.arch import HOST, Target

@@ -28,10 +28,10 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Callable, Optional
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -70,7 +70,7 @@ def default_wheels() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "archaudit-wheels"
 
 
-def find_wheel(wheel_dir: Path, requirement: str) -> Optional[Path]:
+def find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
     name, version = requirement.split("==")
     stem = name.replace("-", "_").lower() + "-" + version + "-"
     found = sorted(p for p in wheel_dir.glob("*.whl") if p.name.lower().startswith(stem))
@@ -150,8 +150,9 @@ def copies(tree: Path, files: list[str], k: int, dest: Path) -> Path:
     """``k`` copies of ``files`` side by side (``copy-1/`` ... ``copy-k/``), hard-linked under dest:
     k times the code without a denser call graph, to tell the cost of more code from the cost
     of more of one program's definitions being present."""
-    return linked(dest, f"{k}\n" + "\n".join(files),
-                  ((tree / rel, f"copy-{i}/{rel}") for i in range(1, k + 1) for rel in files))
+    return linked(
+        dest, f"{k}\n" + "\n".join(files), ((tree / rel, f"copy-{i}/{rel}") for i in range(1, k + 1) for rel in files)
+    )
 
 
 def linked(dest: Path, manifest: str, pairs) -> Path:
@@ -186,7 +187,7 @@ class Run:
     wall: float
     cpu: float
     maxrss_kib: int
-    rc: Optional[int]
+    rc: int | None
     timed_out: bool
     stdout: bytes = b""
     stderr: bytes = b""
@@ -212,18 +213,28 @@ the process it was forked from; started from this small launcher, not from the b
 (which holds the tools' outputs), a tool's peak is its own."""
 
 
-def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Optional[dict] = None) -> Run:
+def run_once(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None) -> Run:
     """Run cmd, stdout/stderr to temporary files; wall time, and the rusage of cmd (:data:`LAUNCHER`).
 
     The launcher leads its own session, so a timeout kills it, cmd and everything cmd started.
     ru_maxrss is the largest single process among cmd and the descendants it waited for
     (worker pools, semgrep-core), not their sum.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r") as usage_file:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as usage_file,
+    ):
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, usage_file.name, *cmd], stdout=out,
-                                stderr=err, stdin=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", "-c", LAUNCHER, usage_file.name, *cmd],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
         expired = threading.Event()
 
         def kill() -> None:
@@ -249,8 +260,15 @@ def run_once(cmd: list[str], timeout: float, cwd: Optional[Path] = None, env: Op
         out.seek(0)
         err.seek(0)
         cpu, maxrss = (usage_file.read().split() + ["nan", "0"])[:2]  # empty when killed
-        return Run(wall=wall, cpu=float(cpu), maxrss_kib=int(maxrss),
-                   rc=proc.returncode, timed_out=expired.is_set(), stdout=out.read(), stderr=err.read())
+        return Run(
+            wall=wall,
+            cpu=float(cpu),
+            maxrss_kib=int(maxrss),
+            rc=proc.returncode,
+            timed_out=expired.is_set(),
+            stdout=out.read(),
+            stderr=err.read(),
+        )
 
 
 @dataclass
@@ -273,16 +291,16 @@ class Tool:
     command: Callable[[Path], list[str]]
     count: Callable[[Run], Counts]
     ok_codes: tuple[int, ...] = (0,)
-    validate: Optional[Callable[[bytes], bool]] = None
+    validate: Callable[[bytes], bool] | None = None
     """A check of stdout, for tools whose exit code does not tell a crash from a result."""
-    env: Optional[dict] = None
+    env: dict | None = None
     version: str = ""
     unavailable: str = ""
     """Why this tool has no numbers (not installed, flag missing ...)."""
     runs: list[Run] = field(default_factory=list)
     gave_up: bool = False
     """Timed out once: not run again."""
-    counts: Optional[Counts] = None
+    counts: Counts | None = None
     note: str = ""
 
     def check(self, r: Run) -> Run:
@@ -310,7 +328,7 @@ def rg_pattern() -> str:
     return "|".join(s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#"))
 
 
-def ensure_rg(install: bool) -> tuple[Optional[str], str]:
+def ensure_rg(install: bool) -> tuple[str | None, str]:
     rg = shutil.which("rg")
     if rg:
         return rg, ""
@@ -349,8 +367,21 @@ def ripgrep_tool(jobs: int, install: bool) -> Tool:
     tool = Tool(
         name="ripgrep",
         finds="every candidate line (bench/rules/candidates.rg)",
-        command=lambda tree: [rg or "rg", "--no-heading", "--line-number", "--null", "--no-ignore", "--hidden",
-                              "--no-messages", "-j", str(jobs), *globs, "-e", pattern, str(tree)],
+        command=lambda tree: [
+            rg or "rg",
+            "--no-heading",
+            "--line-number",
+            "--null",
+            "--no-ignore",
+            "--hidden",
+            "--no-messages",
+            "-j",
+            str(jobs),
+            *globs,
+            "-e",
+            pattern,
+            str(tree),
+        ],
         count=rg_counts,
         ok_codes=(0, 1),  # 1: no match
         unavailable=why,
@@ -363,7 +394,7 @@ def ripgrep_tool(jobs: int, install: bool) -> Tool:
 # --- archaudit
 
 
-def archaudit_cmd(spec: Optional[str]) -> list[str]:
+def archaudit_cmd(spec: str | None) -> list[str]:
     if spec:
         return shlex.split(spec)
     if importlib.util.find_spec("auditor") is not None:
@@ -417,7 +448,7 @@ def archaudit_tool(base: list[str], jobs: int, extra: list[str], name: str = "ar
 # --- semgrep and ast-grep (their own venv, not the project's dependencies)
 
 
-def tools_venv(cache: Path, install: bool) -> Optional[Path]:
+def tools_venv(cache: Path, install: bool) -> Path | None:
     venv = cache / "tools-venv"
     bin_dir = venv / "bin"
     if (bin_dir / "semgrep").exists() and (bin_dir / "ast-grep").exists():
@@ -427,14 +458,17 @@ def tools_venv(cache: Path, install: bool) -> Optional[Path]:
     log(f"installing semgrep and ast-grep-cli into {venv}")
     if not (bin_dir / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    p = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "semgrep", "ast-grep-cli"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", "semgrep", "ast-grep-cli"],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode != 0:
         log("pip could not install semgrep/ast-grep-cli:\n" + "\n".join(p.stderr.splitlines()[-5:]))
     return bin_dir
 
 
-def which_in(bin_dir: Optional[Path], name: str) -> Optional[str]:
+def which_in(bin_dir: Path | None, name: str) -> str | None:
     if bin_dir and (bin_dir / name).exists():
         return str(bin_dir / name)
     return shutil.which(name)
@@ -457,7 +491,7 @@ def semgrep_counts(r: Run) -> Counts:
     return c
 
 
-def semgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
+def semgrep_tool(bin_dir: Path | None, jobs: int) -> Tool:
     exe = which_in(bin_dir, "semgrep")
     env = dict(os.environ, SEMGREP_ENABLE_VERSION_CHECK="0", SEMGREP_SEND_METRICS="off")
     extra = []
@@ -466,9 +500,20 @@ def semgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
     tool = Tool(
         name="semgrep",
         finds="Python gates; NV_IF_TARGET in .h/.hpp/.cpp — cannot read .cu/.cuh, no #if",
-        command=lambda tree: [exe or "semgrep", "scan", "--config", str(RULES / "semgrep.yml"), "--json",
-                              "--metrics=off", "--disable-version-check", "--no-git-ignore", *extra,
-                              "--jobs", str(jobs), str(tree)],
+        command=lambda tree: [
+            exe or "semgrep",
+            "scan",
+            "--config",
+            str(RULES / "semgrep.yml"),
+            "--json",
+            "--metrics=off",
+            "--disable-version-check",
+            "--no-git-ignore",
+            *extra,
+            "--jobs",
+            str(jobs),
+            str(tree),
+        ],
         count=semgrep_counts,
         ok_codes=(0, 1),
         env=env,
@@ -495,14 +540,29 @@ def astgrep_counts(r: Run) -> Counts:
     return c
 
 
-def astgrep_tool(bin_dir: Optional[Path], jobs: int) -> Tool:
+def astgrep_tool(bin_dir: Path | None, jobs: int) -> Tool:
     exe = which_in(bin_dir, "ast-grep")  # never `sg`: on Debian that is shadow's newgrp
     tool = Tool(
         name="ast-grep",
         finds="Python gates; #if/#ifdef on __CUDA_ARCH (preproc_* nodes), NV_IF_TARGET",
-        command=lambda tree: [exe or "ast-grep", "scan", "-c", str(RULES / "ast-grep" / "sgconfig.yml"),
-                              "--json=stream", "--no-ignore", "hidden", "--no-ignore", "vcs", "--no-ignore", "dot",
-                              "--no-ignore", "parent", "-j", str(jobs), str(tree)],
+        command=lambda tree: [
+            exe or "ast-grep",
+            "scan",
+            "-c",
+            str(RULES / "ast-grep" / "sgconfig.yml"),
+            "--json=stream",
+            "--no-ignore",
+            "hidden",
+            "--no-ignore",
+            "vcs",
+            "--no-ignore",
+            "dot",
+            "--no-ignore",
+            "parent",
+            "-j",
+            str(jobs),
+            str(tree),
+        ],
         count=astgrep_counts,
         ok_codes=(0, 1),
         unavailable="" if exe else "ast-grep not installed (pip install ast-grep-cli)",
@@ -532,7 +592,7 @@ def scale_runs(cold: Tool, tree: Path, label: str, args: argparse.Namespace) -> 
     return runs
 
 
-def scale_row(cold: Tool, label: str, runs: list[Run], count: int, gates: Optional[int] = None) -> list[str]:
+def scale_row(cold: Tool, label: str, runs: list[Run], count: int, gates: int | None = None) -> list[str]:
     """One row of :data:`SCALE_HEADER` from a tree's cold runs (``gates`` when already counted)."""
     good = [r for r in runs if cold.good(r)]
     if not good:
@@ -541,8 +601,15 @@ def scale_row(cold: Tool, label: str, runs: list[Run], count: int, gates: Option
     wall = median([r.wall for r in good])
     if gates is None:
         gates = archaudit_counts(good[0]).total
-    return [label, str(count), fmt_s(wall), f"{1000 * wall / count:.2f}", fmt_s(median([r.cpu for r in good])),
-            f"{max(r.maxrss_kib for r in good) / 1024:.0f}", str(gates)]
+    return [
+        label,
+        str(count),
+        fmt_s(wall),
+        f"{1000 * wall / count:.2f}",
+        fmt_s(median([r.cpu for r in good])),
+        f"{max(r.maxrss_kib for r in good) / 1024:.0f}",
+        str(gates),
+    ]
 
 
 def median(xs: list[float]) -> float:
@@ -593,7 +660,7 @@ def fmt_s(x: float) -> str:
     return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.0f}"
 
 
-def tool_row(t: Tool, rg_wall: Optional[float]) -> list[str]:
+def tool_row(t: Tool, rg_wall: float | None) -> list[str]:
     if t.unavailable:
         return [t.name, t.finds, "n/a", "–", "–", "–", "–", "–", "–", t.unavailable]
     good = [r for r in t.runs if t.good(r)]
@@ -619,8 +686,18 @@ def tool_row(t: Tool, rg_wall: Optional[float]) -> list[str]:
     cpu = median([r.cpu for r in good])
     rss = max(r.maxrss_kib for r in good) / 1024
     c = t.counts or Counts()
-    return [t.name, t.finds, fmt_s(wall), spread, ratio, fmt_s(cpu), f"{rss:.0f}", str(c.python), str(c.c),
-            "; ".join(notes)]
+    return [
+        t.name,
+        t.finds,
+        fmt_s(wall),
+        spread,
+        ratio,
+        fmt_s(cpu),
+        f"{rss:.0f}",
+        str(c.python),
+        str(c.c),
+        "; ".join(notes),
+    ]
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -635,25 +712,47 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tree", type=Path, help="benchmark this directory instead of the downloaded wheels")
-    p.add_argument("--cache-dir", type=Path, default=default_cache(),
-                   help="unpacked trees, subsets, tool venv, archaudit's warm cache (default %(default)s; "
-                        "ARCHAUDIT_BENCH_CACHE overrides)")
-    p.add_argument("--wheel-dir", type=Path, default=default_wheels(),
-                   help="where the wheels are downloaded (default %(default)s; ARCHAUDIT_WHEEL_CACHE overrides)")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=default_cache(),
+        help="unpacked trees, subsets, tool venv, archaudit's warm cache (default %(default)s; "
+        "ARCHAUDIT_BENCH_CACHE overrides)",
+    )
+    p.add_argument(
+        "--wheel-dir",
+        type=Path,
+        default=default_wheels(),
+        help="where the wheels are downloaded (default %(default)s; ARCHAUDIT_WHEEL_CACHE overrides)",
+    )
     p.add_argument("--runs", type=int, default=3, help="timed runs per tool (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=600, help="seconds per command before it is killed (default %(default)s)")
+    p.add_argument(
+        "--timeout", type=float, default=600, help="seconds per command before it is killed (default %(default)s)"
+    )
     p.add_argument("--tools", default=",".join(TOOLS), help="comma list of %(default)s")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="worker processes/threads for every tool (default: nproc = %(default)s)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes/threads for every tool (default: nproc = %(default)s)",
+    )
     p.add_argument("--quick", action="store_true", help=f"a subset of at most {QUICK_FILES} files (smoke test)")
     p.add_argument("--no-scaling", action="store_true", help="skip archaudit on ¼ and ½ of the files and on copies")
-    p.add_argument("--no-install", action="store_true", help="never install ripgrep/semgrep/ast-grep; skip what is missing")
-    p.add_argument("--archaudit", default=None, metavar="CMD",
-                   help="how to run archaudit (default: this Python's `-m auditor`)")
-    p.add_argument("--freeze", action="store_true",
-                   help="run archaudit from a copy of auditor/, rules/ and reports/ taken at the start, so that edits to the "
-                        "working tree during a long run change neither the code measured nor the warm cache's key")
-    p.add_argument("--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)")
+    p.add_argument(
+        "--no-install", action="store_true", help="never install ripgrep/semgrep/ast-grep; skip what is missing"
+    )
+    p.add_argument(
+        "--archaudit", default=None, metavar="CMD", help="how to run archaudit (default: this Python's `-m auditor`)"
+    )
+    p.add_argument(
+        "--freeze",
+        action="store_true",
+        help="run archaudit from a copy of auditor/, rules/ and reports/ taken at the start, so that edits to the "
+        "working tree during a long run change neither the code measured nor the warm cache's key",
+    )
+    p.add_argument(
+        "--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)"
+    )
     args = p.parse_args(argv)
     args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = [t for t in args.tools if t not in TOOLS]
@@ -700,8 +799,12 @@ def main(argv=None) -> int:
     base = archaudit_cmd(args.archaudit)
     if args.freeze and not args.archaudit:
         frozen = freeze(cache / "frozen")
-        base = [sys.executable, "-c", f"import sys, runpy; sys.path.insert(0, {str(frozen)!r}); "
-                                      "runpy.run_module('auditor', run_name='__main__', alter_sys=True)"]
+        base = [
+            sys.executable,
+            "-c",
+            f"import sys, runpy; sys.path.insert(0, {str(frozen)!r}); "
+            "runpy.run_module('auditor', run_name='__main__', alter_sys=True)",
+        ]
         log(f"archaudit runs from a copy taken now: {frozen}")
     tools: list[Tool] = []
     if "ripgrep" in args.tools:
@@ -738,7 +841,9 @@ def main(argv=None) -> int:
             if not written:
                 t.note = "n/a in effect: no result cache was written, so warm = cold"
             else:
-                t.note = f"primed in {fmt_s(prime.wall)} s; cache {sum(p.stat().st_size for p in written) / 2**20:.1f} MiB"
+                t.note = (
+                    f"primed in {fmt_s(prime.wall)} s; cache {sum(p.stat().st_size for p in written) / 2**20:.1f} MiB"
+                )
 
     # Interleave: run 1 of every tool, then run 2 …, so background load hits all alike.
     for i in range(args.runs):
@@ -794,8 +899,18 @@ def main(argv=None) -> int:
     ]
     lines += [f"- {t.name}: {t.version or '?'}" for t in tools if t.name != "archaudit warm"]
     lines += ["", "## Whole tree", ""]
-    header = ["tool", "finds", "median wall s", "min–max s", "× ripgrep", "CPU s", "peak RSS MiB",
-              "Python matches", "C/CUDA matches", "notes"]
+    header = [
+        "tool",
+        "finds",
+        "median wall s",
+        "min–max s",
+        "× ripgrep",
+        "CPU s",
+        "peak RSS MiB",
+        "Python matches",
+        "C/CUDA matches",
+        "notes",
+    ]
     lines.append(table(header, [tool_row(t, rg_wall) for t in tools]))
     lines += [
         "",
@@ -805,14 +920,24 @@ def main(argv=None) -> int:
         "peak RSS is the largest single process among them (ru_maxrss, read by a launcher between the benchmark and the tool), not a sum.",
     ]
     if scaling:
-        lines += ["", "## Scaling: archaudit cold", "",
-                  "Every 4th and every 2nd file by sorted path (hard links under the bench cache).", ""]
+        lines += [
+            "",
+            "## Scaling: archaudit cold",
+            "",
+            "Every 4th and every 2nd file by sorted path (hard links under the bench cache).",
+            "",
+        ]
         lines.append(table(SCALE_HEADER, scaling))
     if copied:
-        lines += ["", "## Scaling: archaudit cold on copies", "",
-                  "1, 2 and 4 copies of the ¼ subset side by side (`copy-1/` …): more code of the same density. "
-                  "The samples above grow differently: with more of the files, more of each call resolves "
-                  "to a definition that is then evaluated.", ""]
+        lines += [
+            "",
+            "## Scaling: archaudit cold on copies",
+            "",
+            "1, 2 and 4 copies of the ¼ subset side by side (`copy-1/` …): more code of the same density. "
+            "The samples above grow differently: with more of the files, more of each call resolves "
+            "to a definition that is then evaluated.",
+            "",
+        ]
         lines.append(table(SCALE_HEADER, copied))
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)

@@ -25,16 +25,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auditor import __version__
-from auditor.pipeline import run as pipeline
-from auditor.python import extract as python_gates  # noqa: E402
 from auditor.cli import GC_THRESHOLDS  # noqa: E402
 from auditor.model import AuditResult  # noqa: E402
+from auditor.pipeline import run as pipeline
+from auditor.python import extract as python_gates  # noqa: E402
 from auditor.python.symbols import parser  # noqa: E402
 from auditor.render import json as json_render  # noqa: E402
 from auditor.sources import DirectoryProvider, Filters, read_all  # noqa: E402
 
-C_GLOBS = ("*.cu", "*.cuh", "*.h", "*.hpp", "*.hh", "*.inl", "*.cpp", "*.cc", "*.cxx", "*.c", "*.jinja", "*.jinja2",
-           "*.in")
+C_GLOBS = (
+    "*.cu",
+    "*.cuh",
+    "*.h",
+    "*.hpp",
+    "*.hh",
+    "*.inl",
+    "*.cpp",
+    "*.cc",
+    "*.cxx",
+    "*.c",
+    "*.jinja",
+    "*.jinja2",
+    "*.in",
+)
 
 
 def status(field: str) -> int:
@@ -57,9 +70,12 @@ class Clock:
     def mark(self, stage: str) -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        print(f"{stage:34} {wall - self.wall:8.2f} {cpu - self.cpu:8.2f} {status('VmRSS'):8} {status('VmHWM'):9}"
-              f"   (workers so far: {children.ru_utime + children.ru_stime:.1f} CPU s,"
-              f" largest {children.ru_maxrss // 1024} MiB)", flush=True)
+        print(
+            f"{stage:34} {wall - self.wall:8.2f} {cpu - self.cpu:8.2f} {status('VmRSS'):8} {status('VmHWM'):9}"
+            f"   (workers so far: {children.ru_utime + children.ru_stime:.1f} CPU s,"
+            f" largest {children.ru_maxrss // 1024} MiB)",
+            flush=True,
+        )
         self.wall, self.cpu = time.perf_counter(), time.process_time()
 
 

@@ -1,7 +1,7 @@
 """Generate docs/rules.md from rules/*.yaml and the predicate vocabulary, so the docs cannot drift.
 
-    python scripts/gen_rule_docs.py          # rewrite docs/rules.md
-    python scripts/gen_rule_docs.py --check  # exit 1 when docs/rules.md is stale
+python scripts/gen_rule_docs.py          # rewrite docs/rules.md
+python scripts/gen_rule_docs.py --check  # exit 1 when docs/rules.md is stale
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import inspect
 import sys
 from pathlib import Path
 
-from auditor.rules import engine
+from auditor.rules import engine, rulebook
 from auditor.rules import vocabulary as predicates
-from auditor.rules import rulebook
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
 
@@ -105,11 +104,14 @@ def rule_section(r: rulebook.Rule) -> str:
         "**When:**\n\n```yaml\n" + r.condition + "\n```",
         "### Why is this bad?\n\n" + r.rationale,
         "### What to do\n\n" + r.remediation,
-        "### References\n\n" + "\n".join(f"- <{ref}>" if ref.startswith("http") else f"- {ref}" for ref in r.references),
+        "### References\n\n"
+        + "\n".join(f"- <{ref}>" if ref.startswith("http") else f"- {ref}" for ref in r.references),
     ]
     for title, examples in (("Reported", r.invalid), ("Not reported", r.valid)):
-        blocks = [f"`{e.filename}`\n\n```{'python' if e.language == 'python' else 'cuda'}\n{e.code.rstrip()}\n```"
-                  for e in examples]
+        blocks = [
+            f"`{e.filename}`\n\n```{'python' if e.language == 'python' else 'cuda'}\n{e.code.rstrip()}\n```"
+            for e in examples
+        ]
         parts.append(f"### {title}\n\n" + "\n\n".join(blocks))
     return "\n\n".join(parts) + "\n"
 
@@ -118,9 +120,14 @@ def render() -> str:
     """The whole page."""
     rules = rulebook.builtin()
     index = "\n".join(f"| [{r.id}](#{r.id.lower()}-{r.name}) | `{r.name}` | {r.severity} |" for r in rules)
-    return (INTRO.format(unused=engine.UNUSED_SUPPRESSION) + vocabulary()
-            + "\n## Rules\n\n| id | name | severity |\n|---|---|---|\n" + index + "\n\n"
-            + "\n".join(rule_section(r) for r in rules))
+    return (
+        INTRO.format(unused=engine.UNUSED_SUPPRESSION)
+        + vocabulary()
+        + "\n## Rules\n\n| id | name | severity |\n|---|---|---|\n"
+        + index
+        + "\n\n"
+        + "\n".join(rule_section(r) for r in rules)
+    )
 
 
 def main(argv: list[str]) -> int:

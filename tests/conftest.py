@@ -23,8 +23,21 @@ def wheel(requirement: str) -> Path:
     WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
     found = sorted(p for p in WHEEL_CACHE.glob("*.whl") if p.name.lower().startswith(stem))
     if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-                        "-d", str(WHEEL_CACHE), requirement], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                str(WHEEL_CACHE),
+                requirement,
+            ],
+            check=True,
+        )
         found = sorted(p for p in WHEEL_CACHE.glob("*.whl") if p.name.lower().startswith(stem))
     assert found, f"no wheel for {requirement}"
     return found[0]

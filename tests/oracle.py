@@ -15,8 +15,8 @@ from pathlib import Path
 from auditor import arch
 from auditor.cuda import cexpr
 from auditor.cuda.directives import scan
-from auditor.cuda.structure import structure
 from auditor.cuda.macros import is_arch_macro, parse_condition
+from auditor.cuda.structure import structure
 
 GXX = shutil.which("g++") or shutil.which("cpp")
 _OPENERS = ("if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else")
@@ -46,8 +46,9 @@ def admitted(files: dict[str, str], workdir: Path) -> dict[tuple[str, int], set[
     result: dict[tuple[str, int], set[str]] = {v: set() for v in markers.values()}
     for target, macros in arch.target_macros().items():
         defines = [f"-D{k}={v}" for k, v in macros.items()]
-        proc = subprocess.run([GXX, "-E", "-P", "-undef", "-x", "c++", *defines, str(src)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [GXX, "-E", "-P", "-undef", "-x", "c++", *defines, str(src)], capture_output=True, text=True
+        )
         # Conditions calling undefined function-like macros are errors to g++; their branches
         # (and everything under them) are never compared, since they are not arch-only.
         assert proc.stdout, proc.stderr[:500]

@@ -41,9 +41,24 @@ def test_quick_bench_writes_table(tmp_path):
         (tree / "pkg" / f"m{i}" / "gate.py").write_text(PY)
         (tree / "pkg" / f"m{i}" / "kernel.cu").write_text(CU)
     out = tmp_path / "results.md"
-    cmd = [sys.executable, str(ROOT / "bench" / "run.py"), "--tree", str(tree), "--quick", "--runs", "1",
-           "--tools", "ripgrep,archaudit", "--no-install", "--cache-dir", str(tmp_path / "cache"),
-           "--output", str(out), "--timeout", "300"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "run.py"),
+        "--tree",
+        str(tree),
+        "--quick",
+        "--runs",
+        "1",
+        "--tools",
+        "ripgrep,archaudit",
+        "--no-install",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output",
+        str(out),
+        "--timeout",
+        "300",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()

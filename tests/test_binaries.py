@@ -60,7 +60,10 @@ def built(tmp_path_factory) -> dict[str, bytes]:
     jobs = {
         name: subprocess.Popen(
             [NVCC, "-shared", "-Xcompiler", "-fPIC", *options, "k.cu", "-o", f"{name}.so"],
-            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for name, (options, _, _) in BUILDS.items()
     }
@@ -126,7 +129,7 @@ def test_damaged_fatbin_is_a_binary_error_or_a_listing_never_a_crash(built):
     data = built["sm120a"]
     start = data.index(binaries.FATBIN_MAGIC.to_bytes(4, "little"))
     with pytest.raises(BinaryError, match="container"):
-        read_embedded(data[:start + 8] + b"\xff" * 8 + data[start + 16 :], "huge.so")
+        read_embedded(data[: start + 8] + b"\xff" * 8 + data[start + 16 :], "huge.so")
     for at in range(start, start + 600, 3):
         damaged = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
         try:
@@ -198,9 +201,21 @@ def test_real_wheel_from_pypi(capsys):
     found = sorted(WHEEL_CACHE.glob(f"{name}*.whl"))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--platform", "manylinux2014_x86_64", WHEEL, "-d", str(WHEEL_CACHE)],
-            check=True, capture_output=True,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "manylinux2014_x86_64",
+                WHEEL,
+                "-d",
+                str(WHEEL_CACHE),
+            ],
+            check=True,
+            capture_output=True,
         )
         found = sorted(WHEEL_CACHE.glob(f"{name}*.whl"))
     assert found, f"pip did not fetch {WHEEL}"

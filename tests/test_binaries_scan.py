@@ -20,7 +20,8 @@ import pytest
 
 from auditor import arch, cli, pipeline, sources
 from auditor.model import SourceFile
-from auditor.render import json as render_json, text as render_text
+from auditor.render import json as render_json
+from auditor.render import text as render_text
 from tests.test_binaries import KERNEL, NVCC, WHEEL, WHEEL_CACHE
 
 GATE = """import torch
@@ -48,7 +49,9 @@ def test_shared_objects_are_binaries_not_source():
         assert sources.wanted(name) and sources.language_of(name) == "binary", name
     for name in ("pkg/so.py", "pkg/x.sol", "pkg/x.so.py", "pkg/x.sox"):
         assert sources.language_of(name) != "binary", name
-    assert sources.max_bytes("pkg/_k.so") == sources.MAX_BINARY_BYTES > sources.MAX_FILE_BYTES == sources.max_bytes("a.py")
+    assert (
+        sources.max_bytes("pkg/_k.so") == sources.MAX_BINARY_BYTES > sources.MAX_FILE_BYTES == sources.max_bytes("a.py")
+    )
 
 
 def test_unreadable_shared_objects_are_errors_and_the_rest_is_scanned(tmp_path):
@@ -75,8 +78,9 @@ def test_unreadable_shared_objects_are_errors_and_the_rest_is_scanned(tmp_path):
         # a CPU-only binary does not count for the package: no binary finding
         assert not [f for f in result.findings if f.rule in ("ARCH008", "ARCH009")]
         doc = render_json.document(result)
-        assert doc["binaries"] == [{"path": "pkg/_cpu.so", "package": "pkg", "input": str(tmp_path),
-                                    "entries": [], "verdicts": {}}]
+        assert doc["binaries"] == [
+            {"path": "pkg/_cpu.so", "package": "pkg", "input": str(tmp_path), "entries": [], "verdicts": {}}
+        ]
         assert "pkg: 1 binaries, no GPU code" in render_text.render(result)
     # extractors never see binaries: nothing but the Python gate, and no decode errors
     assert not [e for e in result.errors if e.file.endswith(".so") and "shared object" not in e.reason]
@@ -84,8 +88,10 @@ def test_unreadable_shared_objects_are_errors_and_the_rest_is_scanned(tmp_path):
 
 def test_rule_examples_stand_in_for_binaries():
     """A rule example's ``binaries`` become listings the rules see, per package."""
-    files = [SourceFile("pkg/ops.py", GATE.encode(), "python", "example"),
-             SourceFile("pkg/_k.so", b'["sm_120a"]', "binary-listing", "example")]
+    files = [
+        SourceFile("pkg/ops.py", GATE.encode(), "python", "example"),
+        SourceFile("pkg/_k.so", b'["sm_120a"]', "binary-listing", "example"),
+    ]
     options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
     gates, findings, errors, records = pipeline.audit_input_binaries(files, "example", options)
     assert not errors and len(gates) == 1
@@ -103,8 +109,21 @@ def sm120a_tree(tmp_path_factory) -> Path:
     pkg.mkdir()
     (pkg / "ops.py").write_text(GATE)
     (root / "k.cu").write_text(KERNEL)
-    proc = subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_120a,code=sm_120a",
-                           str(root / "k.cu"), "-o", str(pkg / "_k.so")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            NVCC,
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode",
+            "arch=compute_120a,code=sm_120a",
+            str(root / "k.cu"),
+            "-o",
+            str(pkg / "_k.so"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (root / "k.cu").unlink()
     return root

@@ -18,7 +18,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-
 from auditor import cli
 from auditor.pipeline import run as pipeline_run
 from tests.conftest import FIXTURES
@@ -96,8 +95,9 @@ def corpus(root: Path, order: int = 0) -> Path:
     sms = [80, 90, 100, 103, 120]
     for i in range(48):
         cyc, other = ("A", "B") if i % 2 else ("B", "A")
-        files[f"pkg/csrc/k{i:02d}.cu"] = KERNEL.format(i=i, arch=archs[i % len(archs)], cyc=cyc, other=other,
-                                                        sm=sms[i % len(sms)])
+        files[f"pkg/csrc/k{i:02d}.cu"] = KERNEL.format(
+            i=i, arch=archs[i % len(archs)], cyc=cyc, other=other, sm=sms[i % len(sms)]
+        )
     for i in range(12):
         files[f"pkg/users/u{i:02d}.py"] = USER.format(i=i, maj=7 + i % 6)
     files["pkg/users/__init__.py"] = ""
@@ -177,8 +177,14 @@ def test_hash_seed_does_not_matter(tmp_path):
     outputs = set()
     for seed in ("0", "1", "4242"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, "-m", "auditor", "scan", tree, "--no-cache", "--format", "json",
-                               "--jobs", "1"], capture_output=True, text=True, env=env, timeout=300, cwd=str(tmp_path))
+        proc = subprocess.run(
+            [sys.executable, "-m", "auditor", "scan", tree, "--no-cache", "--format", "json", "--jobs", "1"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=str(tmp_path),
+        )
         assert proc.returncode == 0, proc.stderr
         outputs.add(proc.stdout)
     assert len(outputs) == 1
@@ -197,5 +203,6 @@ def test_input_order_on_the_command_line_does_not_matter_for_gates(tmp_path, cap
 def test_input_order_on_the_command_line_does_not_matter(tmp_path, capsys):
     tree = corpus(tmp_path / "tree")
     whl = str(wheel(tmp_path / "pkg-1.0-py3-none-any.whl", tree))
-    assert run(capsys, str(tree), whl, "--no-cache", "--jobs", "1") == run(capsys, whl, str(tree), "--no-cache",
-                                                                          "--jobs", "1")
+    assert run(capsys, str(tree), whl, "--no-cache", "--jobs", "1") == run(
+        capsys, whl, str(tree), "--no-cache", "--jobs", "1"
+    )

@@ -21,18 +21,40 @@ MOVED = FIXTURES / "diff" / "moved"
 DEFINITION = FIXTURES / "diff" / "definition"
 
 
-def gate(file: str, line: int, expression: str, admits=("9.0", "10.0"), context: str = "", kind: str = "capability-compare",
-         ordinal: int = 0, resolutions=(), domain: str = "device", body=(0, 0)) -> Gate:
+def gate(
+    file: str,
+    line: int,
+    expression: str,
+    admits=("9.0", "10.0"),
+    context: str = "",
+    kind: str = "capability-compare",
+    ordinal: int = 0,
+    resolutions=(),
+    domain: str = "device",
+    body=(0, 0),
+) -> Gate:
     """A gate as an extractor would record it, with its fingerprint."""
-    return Gate(id=fingerprint.gate_id(file, kind, context, expression, ordinal), file=file, line=line, end_line=line,
-                language="python", kind=kind, expression=expression, domain=domain, admits=tuple(admits),
-                resolutions=tuple(resolutions), context=context, body_lines=body)
+    return Gate(
+        id=fingerprint.gate_id(file, kind, context, expression, ordinal),
+        file=file,
+        line=line,
+        end_line=line,
+        language="python",
+        kind=kind,
+        expression=expression,
+        domain=domain,
+        admits=tuple(admits),
+        resolutions=tuple(resolutions),
+        context=context,
+        body_lines=body,
+    )
 
 
 def result(*gates: Gate, findings=(), path: str = "side") -> AuditResult:
     """An audit result holding exactly these gates."""
-    return AuditResult(tool_version="test", targets=TARGETS, inputs=(InputInfo(path, "dir"),), gates=gates,
-                       findings=tuple(findings))
+    return AuditResult(
+        tool_version="test", targets=TARGETS, inputs=(InputInfo(path, "dir"),), gates=gates, findings=tuple(findings)
+    )
 
 
 def statuses(d: diff.DiffResult) -> list[tuple[str, str, int, str]]:
@@ -59,8 +81,9 @@ def test_identical_gate_inserted_before_its_twin_is_the_one_added():
     # By ordinals the new first twin would take the old twin's id; alignment with the
     # neighbour between them finds the one really inserted.
     assert inserted.id == twin.id
-    d = diff.compare(result(x, twin), result(inserted, replace(x, line=5),
-                                               gate("m.py", 12, "cap[0] >= 9", context="f", ordinal=1)))
+    d = diff.compare(
+        result(x, twin), result(inserted, replace(x, line=5), gate("m.py", 12, "cap[0] >= 9", context="f", ordinal=1))
+    )
     assert statuses(d) == [("added", "m.py", 1, "cap[0] >= 9")]
     assert d.unchanged == 2
 
@@ -73,27 +96,45 @@ def test_gate_moved_past_another_gate_is_matched():
 
 
 def test_condition_edited_in_its_function_is_rewritten_with_verdict_delta():
-    old = result(gate("m.py", 3, "major == 12 and minor == 0", admits=("12.0",), context="is_x"),
-                 gate("m.py", 9, "major >= 9", context="other"))
-    new = result(gate("m.py", 3, "major == 12", admits=("12.0", "12.1"), context="is_x"),
-                 gate("m.py", 9, "major >= 9", context="other"))
+    old = result(
+        gate("m.py", 3, "major == 12 and minor == 0", admits=("12.0",), context="is_x"),
+        gate("m.py", 9, "major >= 9", context="other"),
+    )
+    new = result(
+        gate("m.py", 3, "major == 12", admits=("12.0", "12.1"), context="is_x"),
+        gate("m.py", 9, "major >= 9", context="other"),
+    )
     d = diff.compare(old, new)
     [c] = d.changes
     assert (c.status, c.how, c.old.expression, c.new.expression) == (
-        "changed", "rewritten", "major == 12 and minor == 0", "major == 12")
+        "changed",
+        "rewritten",
+        "major == 12 and minor == 0",
+        "major == 12",
+    )
     assert c.delta == ("now admits 12.1",)
-    assert [(v.target, v.before, v.after) for v in c.verdicts] == [("12.0", "admits", "admits"), ("12.1", "excludes", "admits")]
+    assert [(v.target, v.before, v.after) for v in c.verdicts] == [
+        ("12.0", "admits", "admits"),
+        ("12.1", "excludes", "admits"),
+    ]
 
 
 def test_unrelated_gates_in_one_file_are_added_and_removed_not_rewritten():
-    old = result(gate("k.cuh", 3, "__CUDA_ARCH__ >= 900", kind="preprocessor", domain="target", admits=("sm_90",)),
-                 gate("k.cuh", 9, "__CUDA_ARCH__ >= 700", kind="preprocessor", domain="target", admits=("sm_75",)),
-                 gate("k.cuh", 30, "__CUDA_ARCH__ >= 800", kind="preprocessor", domain="target", admits=("sm_80",)))
-    new = result(gate("k.cuh", 9, "__CUDA_ARCH__ >= 700", kind="preprocessor", domain="target", admits=("sm_75",)),
-                 gate("k.cuh", 30, "__CUDA_ARCH__ >= 1000", kind="preprocessor", domain="target", admits=("sm_100",)))
+    old = result(
+        gate("k.cuh", 3, "__CUDA_ARCH__ >= 900", kind="preprocessor", domain="target", admits=("sm_90",)),
+        gate("k.cuh", 9, "__CUDA_ARCH__ >= 700", kind="preprocessor", domain="target", admits=("sm_75",)),
+        gate("k.cuh", 30, "__CUDA_ARCH__ >= 800", kind="preprocessor", domain="target", admits=("sm_80",)),
+    )
+    new = result(
+        gate("k.cuh", 9, "__CUDA_ARCH__ >= 700", kind="preprocessor", domain="target", admits=("sm_75",)),
+        gate("k.cuh", 30, "__CUDA_ARCH__ >= 1000", kind="preprocessor", domain="target", admits=("sm_100",)),
+    )
     d = diff.compare(old, new)
     # Line 3 vanished above the kept gate; line 30 was edited in place after it.
-    assert sorted((c.status, c.how, c.gate.line) for c in d.changes) == [("changed", "rewritten", 30), ("removed", "", 3)]
+    assert sorted((c.status, c.how, c.gate.line) for c in d.changes) == [
+        ("changed", "rewritten", 30),
+        ("removed", "", 3),
+    ]
 
 
 def test_versioned_top_folder_and_wheel_data_are_ignored_when_matching():
@@ -107,8 +148,9 @@ def test_versioned_top_folder_and_wheel_data_are_ignored_when_matching():
 
 
 def test_added_and_removed_gates_carry_verdict_deltas():
-    upper = gate("k.cuh", 5, "__CUDA_ARCH__ < 1200", kind="preprocessor", domain="target",
-                 admits=("host", "sm_90", "sm_100"))
+    upper = gate(
+        "k.cuh", 5, "__CUDA_ARCH__ < 1200", kind="preprocessor", domain="target", admits=("host", "sm_90", "sm_100")
+    )
     d = diff.compare(result(), result(upper))
     [c] = d.changes
     assert c.status == "added" and c.delta == ("newly excludes 12.0", "newly excludes 12.1") and c.newly_excludes
@@ -151,7 +193,9 @@ def test_predicate_definition_change_is_reported_once_with_its_call_sites():
     assert "< 1200" in macro.old_detail and "< 1200" not in macro.new_detail
     assert [c.gate.line for c in macro.body] == [2]
     assert sorted((c.gate.line, c.delta) for c in macro.call_sites) == [
-        (5, ("now admits 12.0", "now admits 12.1")), (7, ("newly excludes 12.0", "newly excludes 12.1"))]
+        (5, ("now admits 12.0", "now admits 12.1")),
+        (7, ("newly excludes 12.0", "newly excludes 12.1")),
+    ]
     # Shown under their definitions, not again on their own.
     assert all(c.explained for c in d.changes)
     assert d.by_status("changed") == ()
@@ -164,8 +208,9 @@ def test_predicate_definition_change_is_reported_once_with_its_call_sites():
 def test_cosmetic_change_to_a_definition_line_is_not_a_root_cause():
     res = Resolution("get_cc", "u.py", 3, "def get_cc(d):")
     old = result(gate("m.py", 5, "get_cc(d)[0] >= 9", resolutions=[res], context="f"))
-    new = result(gate("m.py", 5, "get_cc(d)[0] >= 9", resolutions=[replace(res, detail="def get_cc(d: int):")],
-                      context="f"))
+    new = result(
+        gate("m.py", 5, "get_cc(d)[0] >= 9", resolutions=[replace(res, detail="def get_cc(d: int):")], context="f")
+    )
     d = diff.compare(old, new)
     assert d.changes == () and d.definitions == ()
 
@@ -185,7 +230,8 @@ def test_json_report_schema_and_fields(definition_diff):
     assert doc["summary"]["changed"] == 5 and doc["summary"]["definitions"] == 2
     pred = next(x for x in doc["definitions"] if x["name"] == "is_sm120f_supported")
     assert [(s["file"], s["line"], s["delta"]) for s in pred["call_sites"]] == [
-        ("pkg/attention.py", 7, ["now admits 12.1"])]
+        ("pkg/attention.py", 7, ["now admits 12.1"])
+    ]
     change = next(c for c in doc["changes"] if c["file"] == "pkg/attention.py")
     assert change["verdicts"]["12.1"] == {"before": "excludes", "after": "admits"}
     assert change["old"]["admits"] == ["12.0"] and change["new"]["admits"] == ["12.0", "12.1"]
@@ -220,8 +266,9 @@ def test_sarif_lists_only_new_findings_on_newly_excluding_gates():
     stale = Finding(rule="ARCH002", severity="high", gate=old_f.id, file="k.cuh", line=40, message="old")
     d = diff.compare(result(old_f, findings=[stale]), result(upper, old_f, findings=[f, stale]))
     log = json.loads(render.render_sarif(d))
-    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in log["runs"][0]["results"]] == [
-        ("ARCH001", 5)]
+    assert [
+        (r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in log["runs"][0]["results"]
+    ] == [("ARCH001", 5)]
 
 
 # -- command line --------------------------------------------------------------------------
@@ -245,8 +292,10 @@ def test_cli_diff_formats_and_outputs(tmp_path, capsys):
 def test_cli_fail_on_counts_only_newly_excluding_gates(tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "new").mkdir()
-    body = "__device__ void f() {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n" \
-           "  cudaGridDependencySynchronize();\n#endif\n}\n"
+    body = (
+        "__device__ void f() {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
+        "  cudaGridDependencySynchronize();\n#endif\n}\n"
+    )
     (tmp_path / "old" / "k.cuh").write_text("// nothing gated yet\n")
     (tmp_path / "new" / "k.cuh").write_text(body)
     base = ["diff", str(tmp_path / "old"), str(tmp_path / "new"), "--no-cache", "--format", "json"]
@@ -256,10 +305,13 @@ def test_cli_fail_on_counts_only_newly_excluding_gates(tmp_path):
     assert main(["diff", str(tmp_path / "new"), str(tmp_path / "new"), "--no-cache", "--fail-on", "info"]) == 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["diff", "/nonexistent/old", "x"], "/nonexistent/old: no such file"),
-    (["diff", str(MOVED / "old"), str(MOVED / "new"), "-o", "report.xyz"], "unknown extension"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["diff", "/nonexistent/old", "x"], "/nonexistent/old: no such file"),
+        (["diff", str(MOVED / "old"), str(MOVED / "new"), "-o", "report.xyz"], "unknown extension"),
+    ],
+)
 def test_cli_diff_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert main(argv + ["--no-cache"]) == 2
     err = capsys.readouterr().err
@@ -309,9 +361,16 @@ def test_a_new_predicate_is_not_a_definition_change():
 def test_condition_edited_beside_a_new_gate_is_rewritten():
     kw = dict(kind="preprocessor", domain="target")
     old = result(gate("a.cuh", 2, "defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700", admits=("sm_75", "sm_120"), **kw))
-    new = result(gate("a.cuh", 2, "defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && __CUDA_ARCH__ < 1200",
-                      admits=("sm_75",), **kw),
-                 gate("a.cuh", 7, "(defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))", admits=("sm_90", "sm_120"), **kw))
+    new = result(
+        gate(
+            "a.cuh",
+            2,
+            "defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && __CUDA_ARCH__ < 1200",
+            admits=("sm_75",),
+            **kw,
+        ),
+        gate("a.cuh", 7, "(defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))", admits=("sm_90", "sm_120"), **kw),
+    )
     d = diff.compare(old, new)
     assert [(c.status, c.how, c.gate.line) for c in d.changes] == [("changed", "rewritten", 2), ("added", "", 7)]
     assert d.changes[0].delta == ("newly excludes 12.0",)
@@ -326,14 +385,28 @@ def test_a_name_that_now_resolves_to_another_definition_is_the_root_cause():
     d = diff.compare(old, new)
     [dc] = d.definitions
     assert (dc.name, dc.old_file, dc.old_line, dc.file, dc.new_line) == (
-        "ENABLE_PDL", "csrc/defines.h", 130, "csrc/other_kernel.cu", 39)
+        "ENABLE_PDL",
+        "csrc/defines.h",
+        130,
+        "csrc/other_kernel.cu",
+        39,
+    )
     assert [c.gate.line for c in dc.call_sites] == [1664] and d.changes[0].explained
     assert "before: csrc/defines.h:130: defined where __CUDA_ARCH__ >= 900" in render.render_text(d)
 
 
 def test_markdown_fits_a_github_comment():
-    many = [gate("k.cuh", n, f"__CUDA_ARCH__ >= {n} && __CUDA_ARCH__ < 1200 /* {'x' * 300} */", kind="preprocessor",
-                 domain="target", admits=("sm_90",)) for n in range(1, 400)]
+    many = [
+        gate(
+            "k.cuh",
+            n,
+            f"__CUDA_ARCH__ >= {n} && __CUDA_ARCH__ < 1200 /* {'x' * 300} */",
+            kind="preprocessor",
+            domain="target",
+            admits=("sm_90",),
+        )
+        for n in range(1, 400)
+    ]
     md = render.render_markdown(replace(diff.compare(result(), result(*many)), mode="pr"))
     assert len(md) <= 65_536 - 512 and md.startswith(render.MARKER)
     assert "more_ |" in md  # the rows left out are counted

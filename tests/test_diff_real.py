@@ -55,8 +55,14 @@ def test_real_diff_lists_real_changes(flashinfer_diff):
     check = next(c for c in doc["changes"] if (c["file"], c["line"]) == (INDEXER, 79))
     assert check["new"]["expression"] == "not is_sm120f_supported(dev)" and check["new"]["guards"] == "reject"
     # 0.7.4 drops the `__CUDA_ARCH__ < 1200` bound around the allreduce's grid-dependency sync.
-    widened = [c for c in doc["changes"] if c["file"] == ALLREDUCE and c["how"] == "rewritten"
-               and "__CUDA_ARCH__ < 1200" in c["old"]["expression"] and "1200" not in c["new"]["expression"]]
+    widened = [
+        c
+        for c in doc["changes"]
+        if c["file"] == ALLREDUCE
+        and c["how"] == "rewritten"
+        and "__CUDA_ARCH__ < 1200" in c["old"]["expression"]
+        and "1200" not in c["new"]["expression"]
+    ]
     assert widened and all(c["delta"] == ["now admits 12.0", "now admits 12.1"] for c in widened)
     # Every change carries both sides' documents as the scan contract spells them.
     for c in doc["changes"]:
@@ -100,5 +106,7 @@ def test_scan_and_diff_take_name_version_from_the_download_cache(tmp_path, capsy
 def test_a_version_the_registry_does_not_have_is_a_one_line_error(tmp_path, capsys):
     assert main(["diff", "flashinfer-python==0.0.0.999", OLD, "--cache-dir", str(tmp_path), "--no-cache"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("archaudit: error: flashinfer-python==0.0.0.999: no wheel could be downloaded "
-                   "(No matching distribution found for flashinfer-python==0.0.0.999)")
+    assert err == (
+        "archaudit: error: flashinfer-python==0.0.0.999: no wheel could be downloaded "
+        "(No matching distribution found for flashinfer-python==0.0.0.999)"
+    )

@@ -8,11 +8,10 @@ import shutil
 import pytest
 
 from auditor import arch, cli, pipeline
-from auditor.rules import engine
-from auditor.rules import vocabulary as predicates
 from auditor import verdicts as meaning
-from auditor.rules import rulebook
 from auditor.model import Feature, Gate, SourceFile
+from auditor.rules import engine, rulebook
+from auditor.rules import vocabulary as predicates
 from auditor.rules.vocabulary import GateView, Relatives
 from auditor.verdicts import verdicts
 from tests.conftest import FIXTURES
@@ -22,8 +21,17 @@ CAPS = arch.capabilities()
 
 
 def gate(admits, domain="device", **kw) -> Gate:
-    fields = dict(id="g", file="f.py", line=1, end_line=1, language="python", kind="capability-compare",
-                  expression="x", domain=domain, admits=tuple(admits))
+    fields = dict(
+        id="g",
+        file="f.py",
+        line=1,
+        end_line=1,
+        language="python",
+        kind="capability-compare",
+        expression="x",
+        domain=domain,
+        admits=tuple(admits),
+    )
     return Gate(**(fields | kw))
 
 
@@ -43,15 +51,18 @@ def targets_where(condition) -> tuple[str, ...]:
     return tuple(t for t in arch.target_order() if condition(arch.target_macros()[t].get("__CUDA_ARCH__", 0), t))
 
 
-@pytest.mark.parametrize("admits,expected", [
-    (caps(9, 10, 11), True),                        # major >= 9 and major < 12
-    (caps(7, 8, 9, 10, 11), True),                  # cap < (12, 0)
-    (caps(7, 8), False),                            # cap < (9, 0): a legacy path, not a bound at the target
-    (caps(9, 10), False),                           # ends at 10: no bound at 12 (an allow-list's business)
-    (caps(9, 10, 11, "12.0"), False),               # reaches the target's major: a minor trap instead
-    (caps(9, 10, 11, 12), False),                   # admits the target
-    ((), False),
-])
+@pytest.mark.parametrize(
+    "admits,expected",
+    [
+        (caps(9, 10, 11), True),  # major >= 9 and major < 12
+        (caps(7, 8, 9, 10, 11), True),  # cap < (12, 0)
+        (caps(7, 8), False),  # cap < (9, 0): a legacy path, not a bound at the target
+        (caps(9, 10), False),  # ends at 10: no bound at 12 (an allow-list's business)
+        (caps(9, 10, 11, "12.0"), False),  # reaches the target's major: a minor trap instead
+        (caps(9, 10, 11, 12), False),  # admits the target
+        ((), False),
+    ],
+)
 def test_upper_bound_cuts_target(admits, expected):
     assert holds("upper_bound_cuts_target", gate(admits)) is expected
 
@@ -66,7 +77,13 @@ def test_minor_trap_both_ways_and_single_target():
     assert holds("minor_trap", gate(caps("12.0")))
     assert holds("minor_trap", gate(caps("12.1")))
     assert not holds("minor_trap", gate(caps(12)))
-    assert not holds("minor_trap", gate(caps("12.0"), ), arch.parse_targets("12.0"))  # 12.0 alone is admitted
+    assert not holds(
+        "minor_trap",
+        gate(
+            caps("12.0"),
+        ),
+        arch.parse_targets("12.0"),
+    )  # 12.0 alone is admitted
     assert holds("minor_trap", gate(targets_where(lambda v, t: v == 1200), domain="target"))
 
 
@@ -131,8 +148,9 @@ def test_admits_beyond_name():
     assert beyond(GateView(call(caps(10, 12)), TARGETS)) == "12.0, 12.1"
     assert not holds("admits_beyond_name", call(caps(10)))  # 10.3: the sm100 family
     assert not holds("admits_beyond_name", gate(caps(10, 12), expression="is_sm100_supported()"))  # nothing differs
-    assert not holds("admits_beyond_name", call(tuple(c for c in CAPS if not c.startswith("10.")),
-                                                "not is_sm100_supported()"))
+    assert not holds(
+        "admits_beyond_name", call(tuple(c for c in CAPS if not c.startswith("10.")), "not is_sm100_supported()")
+    )
     both = call(caps(9, 10), "is_sm90_supported() or is_sm100_supported()")
     assert not holds("admits_beyond_name", both)  # 9.0 is what the other name promises
     assert predicates.FIELDS["name_implies"](GateView(both, TARGETS)) == "9.0, 10.0"
@@ -156,8 +174,12 @@ def test_reject_guards_turn_away_what_they_certainly_reject():
     assert GateView(maybe, TARGETS).excluded == () and not holds("dead", maybe)
     # ``if not is_sm100_supported(): raise`` where the predicate also checks the toolkit:
     # the rejection may happen anywhere, and happens for sure off 10.x
-    toolkit = gate(CAPS, guards="reject", unknowns=("torch.version.cuda >= '12.8'",),
-                   surely=tuple(c for c in CAPS if not c.startswith("10.")))
+    toolkit = gate(
+        CAPS,
+        guards="reject",
+        unknowns=("torch.version.cuda >= '12.8'",),
+        surely=tuple(c for c in CAPS if not c.startswith("10.")),
+    )
     assert GateView(toolkit, TARGETS).excluded == TARGETS
     assert verdicts(toolkit, TARGETS) == {"12.0": "excludes", "12.1": "excludes"}
     # a condition on a value the evaluator could not pin down on any capability (no unknown
@@ -167,19 +189,32 @@ def test_reject_guards_turn_away_what_they_certainly_reject():
 
 
 def feature(token, **on):
-    return Feature(token=token, line=2, feature=token, min_arch="sm_90",
-                   on_target=tuple((cap.replace("_", "."), v) for cap, v in on.items()))
+    return Feature(
+        token=token,
+        line=2,
+        feature=token,
+        min_arch="sm_90",
+        on_target=tuple((cap.replace("_", "."), v) for cap, v in on.items()),
+    )
 
 
-@pytest.mark.parametrize("features,expected", [
-    ((), "unknown"),
-    ((feature("cudaGridDependencySynchronize", **{"12_0": "yes", "12_1": "yes"}),), "conservative"),
-    ((feature("setmaxnreg", **{"12_0": "sm_120a-only", "12_1": "sm_121a-only"}),), "conservative"),
-    ((feature("griddepcontrol.wait", **{"12_0": "yes", "12_1": "yes"}),
-      feature("wgmma.fence", **{"12_0": "no", "12_1": "no"})), "hardware"),
-    ((feature("odd", **{"12_0": "n.a.", "12_1": "yes"}),), "unknown"),
-    ((feature("cudaGridDependencySynchronize"),), "unknown"),  # no column for the target
-])
+@pytest.mark.parametrize(
+    "features,expected",
+    [
+        ((), "unknown"),
+        ((feature("cudaGridDependencySynchronize", **{"12_0": "yes", "12_1": "yes"}),), "conservative"),
+        ((feature("setmaxnreg", **{"12_0": "sm_120a-only", "12_1": "sm_121a-only"}),), "conservative"),
+        (
+            (
+                feature("griddepcontrol.wait", **{"12_0": "yes", "12_1": "yes"}),
+                feature("wgmma.fence", **{"12_0": "no", "12_1": "no"}),
+            ),
+            "hardware",
+        ),
+        ((feature("odd", **{"12_0": "n.a.", "12_1": "yes"}),), "unknown"),
+        ((feature("cudaGridDependencySynchronize"),), "unknown"),  # no column for the target
+    ],
+)
 def test_classification(features, expected):
     g = gate(caps(9, 10, 11), features=features)
     assert meaning.classify(g, TARGETS) == expected
@@ -222,18 +257,25 @@ def test_suppression_on_the_gate_line_and_the_line_above():
     assert {f.rule for f in run([plain])} == {"ARCH001", "ARCH007"}
     same_line = src("a.cuh", f"{GUARD}  // archaudit: ignore[ARCH001]\n  cudaGridDependencySynchronize();\n#endif\n")
     assert {f.rule for f in run([same_line])} == {"ARCH007"}
-    above = src("a.cuh", f"// archaudit: ignore[ARCH001, ARCH007]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n")
+    above = src(
+        "a.cuh", f"// archaudit: ignore[ARCH001, ARCH007]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n"
+    )
     assert run([above]) == []
     every_rule = src("a.cuh", f"// archaudit: ignore\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n")
     assert run([every_rule]) == []
-    python = src("m.py", "import torch\nmajor, minor = torch.cuda.get_device_capability()\n"
-                         "# archaudit: ignore[ARCH001]\nif major >= 9 and major < 12:\n    x = 1\n")
+    python = src(
+        "m.py",
+        "import torch\nmajor, minor = torch.cuda.get_device_capability()\n"
+        "# archaudit: ignore[ARCH001]\nif major >= 9 and major < 12:\n    x = 1\n",
+    )
     assert run([python]) == []
 
 
 def test_unused_suppressions_are_reported_as_info():
-    text = f"// archaudit: ignore[ARCH003]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n" \
-           "// archaudit: ignore[ARCH006]\nint x;\n"
+    text = (
+        f"// archaudit: ignore[ARCH003]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n"
+        "// archaudit: ignore[ARCH006]\nint x;\n"
+    )
     found = run([src("a.cuh", text)])
     unused = [f for f in found if f.rule == engine.UNUSED_SUPPRESSION]
     assert [(f.line, f.severity) for f in unused] == [(1, "info"), (5, "info")]
@@ -265,7 +307,8 @@ def test_baseline_round_trip(tmp_path, capsys):
     _, moved = scan_json(capsys, str(tree), "--baseline", str(base))
     assert moved["findings"] == []
     (tree / "csrc" / "extra.cuh").write_text(
-        "__device__ int rows() {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 1200\n  return 64;\n#endif\n  return 32;\n}\n")
+        "__device__ int rows() {\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 1200\n  return 64;\n#endif\n  return 32;\n}\n"
+    )
     _, added = scan_json(capsys, str(tree), "--baseline", str(base))
     assert [(f["rule"], f["file"], f["line"]) for f in added["findings"]] == [("ARCH003", "csrc/extra.cuh", 2)]
 
@@ -280,17 +323,20 @@ def test_bad_baseline_is_one_line(tmp_path, capsys):
     assert "cannot read baseline" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args,code", [
-    ([], 0),
-    (["--fail-on", "high"], 1),
-    (["--fail-on", "medium"], 1),
-    (["--fail-on", "high", "--ignore", "ARCH001,ARCH002"], 0),
-    (["--fail-on", "medium", "--ignore", "ARCH001,ARCH002"], 1),
-    (["--fail-on", "high", "--select", "ARCH007"], 0),
-    (["--fail-on", "info", "--select", "ARCH004"], 0),
-    (["--select", "ARCH999"], 2),
-    (["--ignore", "nope"], 2),
-])
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        ([], 0),
+        (["--fail-on", "high"], 1),
+        (["--fail-on", "medium"], 1),
+        (["--fail-on", "high", "--ignore", "ARCH001,ARCH002"], 0),
+        (["--fail-on", "medium", "--ignore", "ARCH001,ARCH002"], 1),
+        (["--fail-on", "high", "--select", "ARCH007"], 0),
+        (["--fail-on", "info", "--select", "ARCH004"], 0),
+        (["--select", "ARCH999"], 2),
+        (["--ignore", "nope"], 2),
+    ],
+)
 def test_fail_on_exit_codes(args, code, capsys):
     assert cli.main(["scan", str(ALLREDUCE), "--no-cache", "--format", "json", *args]) == code
     if code == 2:
@@ -315,9 +361,17 @@ def test_findings_are_sorted_and_carry_classification_and_confidence(capsys):
 
 def test_rule_messages_render_every_field():
     """Every message field renders for a gate of each domain, and no rule leaves a placeholder."""
-    gates = [gate(caps(9, 10, 11), id="a", expression="is_sm90_supported()", name_implies=("9.0",)),
-             gate(("sm_90a",), domain="target", id="b", language="cuda", kind="preprocessor",
-                  features=(feature("wgmma.fence", **{"12_0": "no", "12_1": "no"}),))]
+    gates = [
+        gate(caps(9, 10, 11), id="a", expression="is_sm90_supported()", name_implies=("9.0",)),
+        gate(
+            ("sm_90a",),
+            domain="target",
+            id="b",
+            language="cuda",
+            kind="preprocessor",
+            features=(feature("wgmma.fence", **{"12_0": "no", "12_1": "no"}),),
+        ),
+    ]
     for g in gates:
         view = GateView(g, TARGETS)
         assert all(f(view) for f in predicates.FIELDS.values())

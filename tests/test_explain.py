@@ -7,15 +7,17 @@ import json
 import pytest
 
 from auditor import cli
-from auditor.render import explain
 from auditor.model import Gate
+from auditor.render import explain
 from tests.conftest import FIXTURES
 
 TREE = FIXTURES / "rules" / "trees" / "allreduce"
 
 
 def test_parse_location(tmp_path):
-    assert explain.parse_location("x.whl::flashinfer/a/b.cuh:417") == explain.Location("x.whl", "flashinfer/a/b.cuh", 417)
+    assert explain.parse_location("x.whl::flashinfer/a/b.cuh:417") == explain.Location(
+        "x.whl", "flashinfer/a/b.cuh", 417
+    )
     assert explain.parse_location("dir::./csrc/a.cu:3") == explain.Location("dir", "csrc/a.cu", 3)
     project = tmp_path / "proj"
     (project / "src" / "k").mkdir(parents=True)
@@ -31,8 +33,18 @@ def test_parse_location(tmp_path):
 
 
 def g(id, line, body, end_line=None):
-    return Gate(id=id, file="a.cu", line=line, end_line=end_line or line, language="cuda", kind="preprocessor",
-                expression="x", domain="target", admits=(), body_lines=body)
+    return Gate(
+        id=id,
+        file="a.cu",
+        line=line,
+        end_line=end_line or line,
+        language="cuda",
+        kind="preprocessor",
+        expression="x",
+        domain="target",
+        admits=(),
+        body_lines=body,
+    )
 
 
 def test_pick_exact_then_innermost():
@@ -65,7 +77,9 @@ def test_explain_derived_macro_step_by_step(capsys):
 
 
 def test_explain_python_list_and_json(capsys):
-    assert cli.main(["explain", f"{TREE}::pkg/jit/comm.py:6", "--no-cache", "--target", "12.1", "--format", "json"]) == 0
+    assert (
+        cli.main(["explain", f"{TREE}::pkg/jit/comm.py:6", "--no-cache", "--target", "12.1", "--format", "json"]) == 0
+    )
     (doc,) = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "major-list" and doc["admits"] == ["9.0", "10.0", "10.3"]
     assert doc["verdicts"] == {"12.1": "excludes"}

@@ -32,16 +32,19 @@ from hypothesis import strategies as st
 
 from auditor import arch
 from auditor.cuda import cexpr
-from auditor.python import extract as python_gates
 from auditor.cuda.directives import scan
-from auditor.model import SourceFile
-from auditor.cuda.structure import structure
 from auditor.cuda.macros import Evaluator, MacroTable
+from auditor.cuda.structure import structure
+from auditor.model import SourceFile
+from auditor.python import extract as python_gates
 
 GXX = shutil.which("g++")
 EXAMPLES = int(os.environ.get("ARCHAUDIT_FUZZ_EXAMPLES", "200"))
 settings.register_profile(
-    "ci", max_examples=EXAMPLES, deadline=None, print_blob=True,
+    "ci",
+    max_examples=EXAMPLES,
+    deadline=None,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 CI = settings.get_profile("ci")
@@ -49,14 +52,69 @@ CI = settings.get_profile("ci")
 TARGETS = arch.target_order()
 MACROS = arch.target_macros()
 ARCH_NAMES = sorted({n for m in MACROS.values() for n in m}) + [
-    "__CUDA_ARCH_FEAT_SM89_ALL", "__CUDA_ARCH_FEAT_SM130_ALL"]  # arch-looking, defined nowhere
-NUMBERS = [0, 1, 2, 3, 7, 10, 63, 64, 65, 100, 750, 800, 860, 870, 880, 890, 900, 1000, 1030, 1100, 1200, 1210,
-           1300, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63, 2**64 - 1]
+    "__CUDA_ARCH_FEAT_SM89_ALL",
+    "__CUDA_ARCH_FEAT_SM130_ALL",
+]  # arch-looking, defined nowhere
+NUMBERS = [
+    0,
+    1,
+    2,
+    3,
+    7,
+    10,
+    63,
+    64,
+    65,
+    100,
+    750,
+    800,
+    860,
+    870,
+    880,
+    890,
+    900,
+    1000,
+    1030,
+    1100,
+    1200,
+    1210,
+    1300,
+    2**31 - 1,
+    2**31,
+    2**32,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+]
 SUFFIXES = ["", "", "", "u", "U", "l", "L", "ul", "UL", "lu", "LU", "ll", "LL", "ull", "ULL", "llu", "LLU"]
 CHARS = ["'A'", "'0'", "'\\n'", "'\\0'", "'\\377'", "'\\x7f'", "'\\x80'", "'ab'", "'\\''", "L'\\xff'", "'\\e'"]
 UNARY = ["!", "~", "-", "+", "not", "compl"]
-BINARY = ["*", "/", "%", "+", "-", "<<", ">>", "<", ">", "<=", ">=", "==", "!=", "&", "^", "|", "&&", "||",
-          "and", "or", "bitand", "bitor", "xor", "not_eq"]
+BINARY = [
+    "*",
+    "/",
+    "%",
+    "+",
+    "-",
+    "<<",
+    ">>",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "==",
+    "!=",
+    "&",
+    "^",
+    "|",
+    "&&",
+    "||",
+    "and",
+    "or",
+    "bitand",
+    "bitor",
+    "xor",
+    "not_eq",
+]
 
 
 # --- C preprocessor conditions -----------------------------------------------------------------
@@ -118,6 +176,7 @@ def _combine(children):
             return f"({left} {draw(st.sampled_from(['/', '%']))} (({right}) | 1))"
         op = draw(st.sampled_from([b for b in BINARY if b not in ("/", "%")]))
         return f"({left} {op} {right})" if draw(st.booleans()) else f"{left} {op} {right}"
+
     return build()
 
 
@@ -128,14 +187,16 @@ CONDITION = st.recursive(atom(), _combine, max_leaves=10)
 class Group:
     """``#if`` ... ``#endif``: each branch is (keyword, condition, nested groups)."""
 
-    branches: list[tuple[str, str, list["Group"]]] = field(default_factory=list)
+    branches: list[tuple[str, str, list[Group]]] = field(default_factory=list)
 
 
 @st.composite
 def group(draw, depth: int = 0) -> Group:
     n_elif = draw(st.integers(0, 2))
     opener = draw(st.sampled_from(["if", "if", "if", "ifdef", "ifndef"]))
-    keywords = [opener] + [draw(st.sampled_from(["elif", "elif", "elif", "elifdef", "elifndef"])) for _ in range(n_elif)]
+    keywords = [opener] + [
+        draw(st.sampled_from(["elif", "elif", "elif", "elifdef", "elifndef"])) for _ in range(n_elif)
+    ]
     if draw(st.booleans()):
         keywords.append("else")
     g = Group()
@@ -204,8 +265,9 @@ def gxx_admitted(text: str, openers: list[tuple[int, int]]) -> dict[int, set[str
         path = os.path.join(d, "fuzz.cpp")
         with open(path, "w") as fh:
             fh.write("\n".join(unit) + "\n")
-        proc = subprocess.run([GXX, "-E", "-P", "-undef", "-std=gnu++23", "-x", "c++", path],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [GXX, "-E", "-P", "-undef", "-std=gnu++23", "-x", "c++", path], capture_output=True, text=True
+        )
     errors = [ln for ln in proc.stderr.splitlines() if "error" in ln]
     assert proc.returncode == 0 and not errors, "g++ rejected the generated file:\n" + proc.stderr[:2000] + text
     out: dict[int, set[str]] = {first: set() for first, _ in openers}
@@ -325,12 +387,15 @@ PY_CONDITION = st.recursive(
     max_leaves=5,
 )
 
-PY_HEADER = "import torch\nmajor, minor = torch.cuda.get_device_capability()\ncap = torch.cuda.get_device_capability()\n"
+PY_HEADER = (
+    "import torch\nmajor, minor = torch.cuda.get_device_capability()\ncap = torch.cuda.get_device_capability()\n"
+)
 
 
 def _truth(cond: str) -> list[str]:
-    names = lambda c: {"major": c[0], "minor": c[1], "cap": c,  # noqa: E731
-                       "torch": _Torch(c)}
+    def names(c):
+        return {"major": c[0], "minor": c[1], "cap": c, "torch": _Torch(c)}
+
     return [f"{c[0]}.{c[1]}" for c in CAPS if eval(cond, names(c))]  # noqa: S307 - generated here
 
 

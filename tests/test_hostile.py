@@ -31,9 +31,9 @@ from pathlib import Path
 import pytest
 
 from auditor import arch, cli
+from auditor.cuda.structure import MAX_CHAIN
 from auditor.sources import archives
 from auditor.sources import files as source_files
-from auditor.cuda.structure import MAX_CHAIN
 
 GOOD = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\nint sm90_to_110;\n#endif\n"
 GOOD_ADMITS = [t for t in arch.device_targets() if 900 <= arch.target_macros()[t]["__CUDA_ARCH__"] < 1200]
@@ -113,9 +113,18 @@ def _record(case: str, run: Run) -> None:
     table = os.environ.get("ARCHAUDIT_HOSTILE_TABLE")
     if table:
         with open(table, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"case": case, "rc": run.rc, "seconds": round(run.seconds, 2),
-                                 "peak_mb": round(run.peak / 2**20, 1), "errors": sorted(run.errors().values())
-                                 or run.err}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "case": case,
+                        "rc": run.rc,
+                        "seconds": round(run.seconds, 2),
+                        "peak_mb": round(run.peak / 2**20, 1),
+                        "errors": sorted(run.errors().values()) or run.err,
+                    }
+                )
+                + "\n"
+            )
 
 
 def good_tree(root: Path) -> Path:
@@ -164,21 +173,29 @@ def nothing_written(root: Path, names: tuple[str, ...]) -> None:
 
 
 def test_zip_slip_and_absolute_paths_in_a_wheel(tmp_path, capsys):
-    whl = make_zip(tmp_path / "evil-1.0-py3-none-any.whl", {
-        "../../slipped_zip.cu": GOOD.encode(),
-        "/abs_zip.cu": GOOD.encode(),
-        "C:/drive_zip.cu": GOOD.encode(),
-        "pkg/../../../up_zip.cu": GOOD.encode(),
-        "pkg\\..\\..\\back_zip.cu": GOOD.encode(),
-        "pkg/good.cu": GOOD.encode(),
-        "pkg/good.py": GOOD_PY.encode(),
-    })
+    whl = make_zip(
+        tmp_path / "evil-1.0-py3-none-any.whl",
+        {
+            "../../slipped_zip.cu": GOOD.encode(),
+            "/abs_zip.cu": GOOD.encode(),
+            "C:/drive_zip.cu": GOOD.encode(),
+            "pkg/../../../up_zip.cu": GOOD.encode(),
+            "pkg\\..\\..\\back_zip.cu": GOOD.encode(),
+            "pkg/good.cu": GOOD.encode(),
+            "pkg/good.py": GOOD_PY.encode(),
+        },
+    )
     run = scan(capsys, "zip-slip wheel", whl)
     assert run.rc == 0
     assert_good(run, "pkg/")
     errors = run.errors()
-    for name in ("../../slipped_zip.cu", "/abs_zip.cu", "C:/drive_zip.cu", "pkg/../../../up_zip.cu",
-                 "pkg\\..\\..\\back_zip.cu"):
+    for name in (
+        "../../slipped_zip.cu",
+        "/abs_zip.cu",
+        "C:/drive_zip.cu",
+        "pkg/../../../up_zip.cu",
+        "pkg\\..\\..\\back_zip.cu",
+    ):
         assert "unsafe archive path" in errors[name]
     assert len(run.doc["gates"]) == 2  # nothing read from the unsafe members
     nothing_written(tmp_path.parent, ("slipped_zip.cu", "abs_zip.cu", "up_zip.cu", "back_zip.cu"))
@@ -189,13 +206,19 @@ def test_zip_slip_links_and_devices_in_an_sdist(tmp_path, capsys):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.cuh").write_text("#if __CUDA_ARCH__ == 750\nint leaked;\n#endif\n")
-    members: list = [("evil-1.0/good.cu", GOOD.encode()), ("evil-1.0/good.py", GOOD_PY.encode()),
-                     ("evil-1.0/../../slipped_tar.cu", GOOD.encode()), ("/abs_tar.cu", GOOD.encode())]
-    for name, target, kind in (("evil-1.0/link_abs.cuh", str(outside / "secret.cuh"), tarfile.SYMTYPE),
-                               ("evil-1.0/link_up.cuh", "../outside/secret.cuh", tarfile.SYMTYPE),
-                               ("evil-1.0/hard.cuh", "../outside/secret.cuh", tarfile.LNKTYPE),
-                               ("evil-1.0/fifo.cu", "", tarfile.FIFOTYPE),
-                               ("evil-1.0/dev.cu", "", tarfile.CHRTYPE)):
+    members: list = [
+        ("evil-1.0/good.cu", GOOD.encode()),
+        ("evil-1.0/good.py", GOOD_PY.encode()),
+        ("evil-1.0/../../slipped_tar.cu", GOOD.encode()),
+        ("/abs_tar.cu", GOOD.encode()),
+    ]
+    for name, target, kind in (
+        ("evil-1.0/link_abs.cuh", str(outside / "secret.cuh"), tarfile.SYMTYPE),
+        ("evil-1.0/link_up.cuh", "../outside/secret.cuh", tarfile.SYMTYPE),
+        ("evil-1.0/hard.cuh", "../outside/secret.cuh", tarfile.LNKTYPE),
+        ("evil-1.0/fifo.cu", "", tarfile.FIFOTYPE),
+        ("evil-1.0/dev.cu", "", tarfile.CHRTYPE),
+    ):
         info = tarfile.TarInfo(name)
         info.type, info.linkname = kind, target
         members.append(info)
@@ -215,8 +238,10 @@ def test_zip_slip_links_and_devices_in_an_sdist(tmp_path, capsys):
 
 def test_zip_bomb_declared_size_is_refused_without_inflating(tmp_path, capsys):
     """A 100 MB member (real caps): refused from its header, the rest scanned."""
-    whl = make_zip(tmp_path / "bomb-1.0-py3-none-any.whl", {
-        "pkg/bomb.cu": bytes(100 * 2**20), "pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode()})
+    whl = make_zip(
+        tmp_path / "bomb-1.0-py3-none-any.whl",
+        {"pkg/bomb.cu": bytes(100 * 2**20), "pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode()},
+    )
     assert whl.stat().st_size < 2**20
     run = scan(capsys, "zip bomb (one 100 MB member)", whl, seconds=20, peak_mb=64)
     assert run.rc == 0
@@ -246,8 +271,10 @@ def _lie_about_size(path: Path, member: str, size: int) -> None:
 
 def test_zip_bomb_that_lies_about_its_size(tmp_path, capsys):
     """Declares 4 KB, inflates to 60 MB: reading stops at the declared size (bad CRC)."""
-    whl = make_zip(tmp_path / "liar-1.0-py3-none-any.whl", {
-        "pkg/liar.cu": bytes(60 * 2**20), "pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode()})
+    whl = make_zip(
+        tmp_path / "liar-1.0-py3-none-any.whl",
+        {"pkg/liar.cu": bytes(60 * 2**20), "pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode()},
+    )
     _lie_about_size(whl, "pkg/liar.cu", 4096)
     run = scan(capsys, "zip bomb (size lie: 4 KB declared, 60 MB inside)", whl, seconds=20, peak_mb=64)
     assert run.rc == 0
@@ -270,9 +297,14 @@ def test_zip_bomb_total_cap(tmp_path, capsys, monkeypatch):
 
 
 def test_tar_bomb_member_and_total(tmp_path, capsys, monkeypatch):
-    big = make_tar(tmp_path / "big-1.0.tar.gz", [
-        ("big-1.0/good.cu", GOOD.encode()), ("big-1.0/good.py", GOOD_PY.encode()),
-        ("big-1.0/bomb.cu", bytes(100 * 2**20))])
+    big = make_tar(
+        tmp_path / "big-1.0.tar.gz",
+        [
+            ("big-1.0/good.cu", GOOD.encode()),
+            ("big-1.0/good.py", GOOD_PY.encode()),
+            ("big-1.0/bomb.cu", bytes(100 * 2**20)),
+        ],
+    )
     assert big.stat().st_size < 2**20
     run = scan(capsys, "tar bomb (one 100 MB member)", big, seconds=20, peak_mb=64)
     assert run.rc == 0
@@ -281,9 +313,11 @@ def test_tar_bomb_member_and_total(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(source_files, "MAX_FILE_BYTES", 2**20)
     monkeypatch.setattr(archives, "MAX_ARCHIVE_BYTES", 4 * 2**20)
-    many = make_tar(tmp_path / "many-1.0.tar.gz", [("many-1.0/good.cu", GOOD.encode()),
-                                                   ("many-1.0/good.py", GOOD_PY.encode())]
-                    + [(f"many-1.0/z{i:03d}.cu", GOOD.encode() + b" " * (2**20 - 100)) for i in range(40)])
+    many = make_tar(
+        tmp_path / "many-1.0.tar.gz",
+        [("many-1.0/good.cu", GOOD.encode()), ("many-1.0/good.py", GOOD_PY.encode())]
+        + [(f"many-1.0/z{i:03d}.cu", GOOD.encode() + b" " * (2**20 - 100)) for i in range(40)],
+    )
     run = scan(capsys, "tar bomb (40 x 1 MB, cap 4 MB)", many, peak_mb=128)
     assert run.rc == 0
     assert_good(run)
@@ -293,9 +327,11 @@ def test_tar_bomb_member_and_total(tmp_path, capsys, monkeypatch):
 def test_tar_header_bomb(tmp_path, capsys, monkeypatch):
     """Thousands of empty members (each header costs tarfile ~0.1 ms): capped, with a message."""
     monkeypatch.setattr(archives, "MAX_ARCHIVE_MEMBERS", 2000)
-    sdist = make_tar(tmp_path / "headers-1.0.tar.gz", [("headers-1.0/good.cu", GOOD.encode()),
-                                                       ("headers-1.0/good.py", GOOD_PY.encode())]
-                     + [(f"headers-1.0/e{i:05d}.txt", b"") for i in range(5000)])
+    sdist = make_tar(
+        tmp_path / "headers-1.0.tar.gz",
+        [("headers-1.0/good.cu", GOOD.encode()), ("headers-1.0/good.py", GOOD_PY.encode())]
+        + [(f"headers-1.0/e{i:05d}.txt", b"") for i in range(5000)],
+    )
     run = scan(capsys, "tar header bomb (5,000 members, cap 2,000)", sdist, peak_mb=64)
     assert run.rc == 0
     assert_good(run)
@@ -305,8 +341,7 @@ def test_tar_header_bomb(tmp_path, capsys, monkeypatch):
 def test_sdist_read_in_one_pass_whatever_the_member_order(tmp_path, capsys):
     """Members stored in reverse name order: reading in name order re-inflated the stream per member."""
     body = (GOOD + "// padding\n" * 300).encode()
-    sdist = make_tar(tmp_path / "rev-1.0.tar.gz",
-                     [(f"rev-1.0/f{i:05d}.cu", body) for i in reversed(range(3000))])
+    sdist = make_tar(tmp_path / "rev-1.0.tar.gz", [(f"rev-1.0/f{i:05d}.cu", body) for i in reversed(range(3000))])
     run = scan(capsys, "sdist with 3,000 members in reverse order", sdist, seconds=30)
     assert run.rc == 0 and len(run.doc["gates"]) == 3000
     assert [g["file"] for g in run.doc["gates"]] == sorted(g["file"] for g in run.doc["gates"])
@@ -321,8 +356,10 @@ def test_truncated_wheel_is_an_input_error(tmp_path, capsys):
 
 
 def test_wheel_with_a_corrupt_member(tmp_path, capsys):
-    whl = make_zip(tmp_path / "rot-1.0-py3-none-any.whl", {
-        "pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode(), "pkg/rot.cu": GOOD.encode() * 200})
+    whl = make_zip(
+        tmp_path / "rot-1.0-py3-none-any.whl",
+        {"pkg/good.cu": GOOD.encode(), "pkg/good.py": GOOD_PY.encode(), "pkg/rot.cu": GOOD.encode() * 200},
+    )
     raw = bytearray(whl.read_bytes())
     with zipfile.ZipFile(whl) as zf:
         info = zf.getinfo("pkg/rot.cu")
@@ -336,9 +373,11 @@ def test_wheel_with_a_corrupt_member(tmp_path, capsys):
 
 
 def test_truncated_sdist_scans_what_it_can(tmp_path, capsys):
-    sdist = make_tar(tmp_path / "cut-1.0.tar.gz", [("cut-1.0/good.cu", GOOD.encode()),
-                                                   ("cut-1.0/good.py", GOOD_PY.encode())]
-                     + [(f"cut-1.0/z{i:03d}.cu", os.urandom(20000)) for i in range(20)])
+    sdist = make_tar(
+        tmp_path / "cut-1.0.tar.gz",
+        [("cut-1.0/good.cu", GOOD.encode()), ("cut-1.0/good.py", GOOD_PY.encode())]
+        + [(f"cut-1.0/z{i:03d}.cu", os.urandom(20000)) for i in range(20)],
+    )
     sdist.write_bytes(sdist.read_bytes()[: sdist.stat().st_size // 2])
     run = scan(capsys, "truncated sdist", sdist)
     assert run.rc == 0
@@ -413,8 +452,13 @@ def test_unreadable_file(tmp_path):
             pytest.skip("running as root without setpriv: no way to make a file unreadable")
         prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
     t0 = time.perf_counter()
-    proc = subprocess.run([*prefix, sys.executable, "-m", "auditor", "scan", str(root), "--no-cache", "--format", "json"],
-                          capture_output=True, text=True, cwd=str(tmp_path), timeout=120)
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", "auditor", "scan", str(root), "--no-cache", "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        timeout=120,
+    )
     _record("unreadable file (chmod 000)", Run(proc.returncode, None, [], time.perf_counter() - t0, 0))
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr
@@ -480,8 +524,9 @@ def test_many_cccl_calls_beside_many_branches(tmp_path, capsys):
     one_line = "NV_IF_TARGET(NV_IS_HOST, (a();), (b();)); " * 20_000  # a host/device split: no gates
     own_lines = "NV_IF_TARGET(NV_PROVIDES_SM_90, (a();), (b();));\n" * 5_000
     (root / "cccl.cu").write_text(branches + one_line + "\n" + own_lines)
-    run = scan(capsys, "20,000 NV_IF_TARGET on one line, 5,000 on their own, 20,000 #if", root, seconds=90,
-               peak_mb=1024)
+    run = scan(
+        capsys, "20,000 NV_IF_TARGET on one line, 5,000 on their own, 20,000 #if", root, seconds=90, peak_mb=1024
+    )
     assert run.rc == 0 and run.errors() == {}
     assert_good(run)
     gates = run.gates("cccl.cu")
@@ -492,16 +537,24 @@ def test_feature_tokens_on_a_megabyte_line_inside_a_gate(tmp_path):
     """60,000 fact-table tokens on one line of a gate's body, in a process given 15 s."""
     root = good_tree(tmp_path / "tree")
     # a gate that turns 12.x away: its body is searched for feature tokens
-    (root / "body.cu").write_text("#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
-                                  + "wgmma.mma_async " * 60_000 + "\n#endif\n")
+    (root / "body.cu").write_text(
+        "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n" + "wgmma.mma_async " * 60_000 + "\n#endif\n"
+    )
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "auditor", "scan", str(root), "--no-cache", "--format", "json"],
-                              capture_output=True, text=True, timeout=15, cwd=str(tmp_path))
+        proc = subprocess.run(
+            [sys.executable, "-m", "auditor", "scan", str(root), "--no-cache", "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            cwd=str(tmp_path),
+        )
     except subprocess.TimeoutExpired:
         _record("1 MB line of 60,000 feature tokens inside a gate", Run(-1, None, ["no answer in 15 s"], 15, 0))
         raise
-    _record("1 MB line of 60,000 feature tokens inside a gate", Run(proc.returncode, None, [], time.perf_counter() - t0, 0))
+    _record(
+        "1 MB line of 60,000 feature tokens inside a gate", Run(proc.returncode, None, [], time.perf_counter() - t0, 0)
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     gates = [g for g in json.loads(proc.stdout)["gates"] if g["file"] == "body.cu"]
     assert [f["token"] for g in gates for f in g["features"]] == ["wgmma.mma_async"]
@@ -553,7 +606,8 @@ def test_utf16_python_source_gives_an_error_or_an_answer(tmp_path, capsys):
 DEEP = {
     "10,000 nested #if": "#if __CUDA_ARCH__ >= 900\n" * 10_000 + "int x;\n" + "#endif\n" * 10_000,
     "#if chain with 100,000 branches": "#if __CUDA_ARCH__ == 1\n"
-    + "".join(f"#elif __CUDA_ARCH__ == {i}\n" for i in range(2, 100_001)) + "int x;\n#endif\n",
+    + "".join(f"#elif __CUDA_ARCH__ == {i}\n" for i in range(2, 100_001))
+    + "int x;\n#endif\n",
 }
 
 
@@ -581,9 +635,11 @@ def test_long_flat_conditions_are_answered(tmp_path, capsys):
     """50,000-term ||, 9,999 '!', 4,000 nested parentheses: exact answers, no recursion limit."""
     root = good_tree(tmp_path / "tree")
     terms = " || ".join(f"__CUDA_ARCH__ == {n}" for n in range(1000, 51_000))
-    (root / "flat.cu").write_text(f"#if {terms}\nint a;\n#endif\n"
-                                  f"#if {'!' * 9_999}__CUDA_ARCH__\nint b;\n#endif\n"
-                                  f"#if {'(' * 4000}__CUDA_ARCH__ >= 900{')' * 4000}\nint c;\n#endif\n")
+    (root / "flat.cu").write_text(
+        f"#if {terms}\nint a;\n#endif\n"
+        f"#if {'!' * 9_999}__CUDA_ARCH__\nint b;\n#endif\n"
+        f"#if {'(' * 4000}__CUDA_ARCH__ >= 900{')' * 4000}\nint c;\n#endif\n"
+    )
     run = scan(capsys, "50,000-term ||, 10,000 !, 4,000 parentheses", root, seconds=60)
     assert run.rc == 0 and run.errors() == {}
     macros = arch.target_macros()
@@ -616,11 +672,13 @@ def test_derived_macro_chains_and_cycles(tmp_path, capsys):
     root = good_tree(tmp_path / "tree")
     n = 3000
     chain = "".join(f"#if defined(M{i})\n#define M{i + 1} 1\n#endif\n" for i in reversed(range(n)))
-    (root / "chain.h").write_text(chain + "#if __CUDA_ARCH__ >= 900\n#define M0 1\n#endif\n"
-                                  f"#if defined(M{n})\nint deep;\n#endif\n"
-                                  "#if defined(CYC_B) || __CUDA_ARCH__ >= 1000\n#define CYC_A 1\n#endif\n"
-                                  "#if defined(CYC_A) && __CUDA_ARCH__ >= 900\n#define CYC_B 1\n#endif\n"
-                                  "#ifdef CYC_A\nint cyc;\n#endif\n")
+    (root / "chain.h").write_text(
+        chain + "#if __CUDA_ARCH__ >= 900\n#define M0 1\n#endif\n"
+        f"#if defined(M{n})\nint deep;\n#endif\n"
+        "#if defined(CYC_B) || __CUDA_ARCH__ >= 1000\n#define CYC_A 1\n#endif\n"
+        "#if defined(CYC_A) && __CUDA_ARCH__ >= 900\n#define CYC_B 1\n#endif\n"
+        "#ifdef CYC_A\nint cyc;\n#endif\n"
+    )
     run = scan(capsys, "3,000-deep derived macro chain + a cycle", root, seconds=60, peak_mb=1024)
     assert run.rc == 0 and run.errors() == {}
     lines = {g["line"]: g for g in run.gates("chain.h")}
@@ -656,7 +714,7 @@ def test_python_deep_expressions(tmp_path, capsys, shape):
 
 def test_python_predicate_that_refers_to_itself(tmp_path, capsys):
     root = good_tree(tmp_path / "tree")
-    (root / "selfref.py").write_text('''import functools
+    (root / "selfref.py").write_text("""import functools
 import torch
 
 def _check(device_capability_majors=(), **kw):
@@ -676,7 +734,7 @@ again = functools.partial(again)
 
 if is_sm90_supported() or is_sm120_supported() or loop() or again():
     x = 1
-''')
+""")
     run = scan(capsys, "Python predicate recursive through partials and aliases", root, seconds=30)
     assert run.rc == 0
     assert_good(run)
@@ -691,8 +749,9 @@ def _evil_tree(root: Path) -> Path:
     good_tree(root)
     (root / EVIL_NAME).write_text("#if __CUDA_ARCH__ >= 900 && '\x1b' == 27\nint x;\n#endif\n")
     (root / "bad\x1b]0;title\x07.cu").write_text("#else\n#endif\n")  # an error line names it on stderr
-    (root / "evil.py").write_text(PY_HEADER + 'if major >= 9 and "\x1b]0;pwned\x07</script><script>alert(1)</script>" != minor:\n'
-                                  "    x = 1\n")
+    (root / "evil.py").write_text(
+        PY_HEADER + 'if major >= 9 and "\x1b]0;pwned\x07</script><script>alert(1)</script>" != minor:\n    x = 1\n'
+    )
     return root
 
 
@@ -735,8 +794,12 @@ def test_json_and_sarif_carry_hostile_text_exactly_and_escaped(tmp_path):
     assert any(g["file"] == EVIL_NAME for g in json.loads(text)["gates"])  # the exact name survives
     sarif = table["sarif"](result)
     assert "\x1b" not in sarif
-    uris = [loc["physicalLocation"]["artifactLocation"]["uri"] for run in json.loads(sarif)["runs"]
-            for r in run["results"] for loc in r.get("locations", [])]
+    uris = [
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for run in json.loads(sarif)["runs"]
+        for r in run["results"]
+        for loc in r.get("locations", [])
+    ]
     assert all("\x1b" not in u and "<" not in u for u in uris)
 
 
@@ -774,17 +837,23 @@ def test_python_m_auditor_on_many_hostile_inputs(tmp_path):
     os.mkfifo(root / "fifo.cu")
     with open(root / "huge.cu", "wb") as fh:
         fh.truncate(100 * 2**20)
-    whl = make_zip(tmp_path / "evil-1.0-py3-none-any.whl", {"../../slipped.cu": GOOD.encode(),
-                                                             "pkg/bomb.cu": bytes(100 * 2**20),
-                                                             "pkg/good.cu": GOOD.encode()})
+    whl = make_zip(
+        tmp_path / "evil-1.0-py3-none-any.whl",
+        {"../../slipped.cu": GOOD.encode(), "pkg/bomb.cu": bytes(100 * 2**20), "pkg/good.cu": GOOD.encode()},
+    )
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
 
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "auditor", "scan", str(root), str(whl), "--no-cache",
-                           "--format", "json", "--jobs", "2"],
-                          capture_output=True, text=True, preexec_fn=limit, timeout=300, cwd=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-m", "auditor", "scan", str(root), str(whl), "--no-cache", "--format", "json", "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=300,
+        cwd=str(tmp_path),
+    )
     elapsed = time.perf_counter() - t0
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 0, proc.stderr

@@ -39,7 +39,8 @@ def hostile_tree(root: Path, markers: Path) -> Path:
     pkg.mkdir(parents=True)
     (root / "setup.py").write_text(payload(markers, "setup.py") + "from setuptools import setup\nsetup()\n")
     (root / "pyproject.toml").write_text(
-        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n')
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    )
     (root / "backend.py").write_text(payload(markers, "backend.py"))
     (root / "conftest.py").write_text(payload(markers, "conftest.py"))
     (root / "sitecustomize.py").write_text(payload(markers, "sitecustomize.py"))
@@ -54,8 +55,20 @@ def hostile_tree(root: Path, markers: Path) -> Path:
     (pkg / "evilpkg-1.0.data" / "run.py").write_text(payload(markers, "data-script"))
     # Modules named like archaudit's own dependencies: harmless unless the working directory
     # lands on sys.path (``python -m`` puts it there; the ``archaudit`` script does not).
-    for shadow in ("yaml", "jinja2", "pathspec", "platformdirs", "rich", "re2", "jsonschema", "argparse",
-                   "typing_extensions", "tree_sitter", "elftools", "httpx"):
+    for shadow in (
+        "yaml",
+        "jinja2",
+        "pathspec",
+        "platformdirs",
+        "rich",
+        "re2",
+        "jsonschema",
+        "argparse",
+        "typing_extensions",
+        "tree_sitter",
+        "elftools",
+        "httpx",
+    ):
         (root / f"{shadow}.py").write_text(payload(markers, f"shadow-{shadow}"))
     return root
 
@@ -114,9 +127,27 @@ def test_fresh_processes_run_nothing(env):
     sdist = as_sdist(tree, tmp_path / "evilpkg-1.0.tar.gz")
     neutral = tmp_path / "neutral"
     neutral.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "auditor", "scan", str(tree), str(whl), str(sdist),
-                           "--cache-dir", str(tmp_path / "cache"), "--jobs", "2", "--format", "json"],
-                          capture_output=True, text=True, cwd=str(neutral), timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "auditor",
+            "scan",
+            str(tree),
+            str(whl),
+            str(sdist),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--jobs",
+            "2",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=str(neutral),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert_no_markers(markers)
 
@@ -128,16 +159,27 @@ def test_archaudit_run_inside_the_hostile_tree(env):
     if not script.exists():
         pytest.skip("the archaudit console script is not installed next to this interpreter")
     for cmd in ([str(script), "scan", "."], [sys.executable, "-P", "-m", "auditor", "scan", "."]):
-        proc = subprocess.run([*cmd, "--no-cache", "--format", "json"], capture_output=True, text=True,
-                              cwd=str(tree), timeout=300)
+        proc = subprocess.run(
+            [*cmd, "--no-cache", "--format", "json"], capture_output=True, text=True, cwd=str(tree), timeout=300
+        )
         assert proc.returncode == 0, proc.stderr
         assert_no_markers(markers)
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull})
+    subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        },
+    )
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -154,24 +196,34 @@ def test_git_revisions_run_no_hook_filter_or_fsmonitor(env, capsys):
     _git(repo, "commit", "-q", "-m", "head")
     # Everything git can be told to run, armed after the commits.
     hook = f"#!/bin/sh\ntouch {markers}/git-hook-$(basename $0)\n"
-    for name in ("post-checkout", "post-merge", "pre-commit", "post-index-change", "reference-transaction",
-                 "fsmonitor-watchman"):
+    for name in (
+        "post-checkout",
+        "post-merge",
+        "pre-commit",
+        "post-index-change",
+        "reference-transaction",
+        "fsmonitor-watchman",
+    ):
         path = repo / ".git" / "hooks" / name
         path.write_text(hook)
         path.chmod(0o755)
-    for key, value in (("core.fsmonitor", f"touch {markers}/fsmonitor #"),
-                       ("filter.evil.smudge", f"touch {markers}/smudge #"),
-                       ("filter.evil.clean", f"touch {markers}/clean #"),
-                       ("filter.evil.process", f"touch {markers}/process #"),
-                       ("diff.evil.textconv", f"touch {markers}/textconv #"),
-                       ("core.pager", f"touch {markers}/pager #"),
-                       ("core.sshCommand", f"touch {markers}/ssh #")):
+    for key, value in (
+        ("core.fsmonitor", f"touch {markers}/fsmonitor #"),
+        ("filter.evil.smudge", f"touch {markers}/smudge #"),
+        ("filter.evil.clean", f"touch {markers}/clean #"),
+        ("filter.evil.process", f"touch {markers}/process #"),
+        ("diff.evil.textconv", f"touch {markers}/textconv #"),
+        ("core.pager", f"touch {markers}/pager #"),
+        ("core.sshCommand", f"touch {markers}/ssh #"),
+    ):
         _git(repo, "config", key, value)
     out = scan_in_process(capsys, f"git:{repo}:HEAD")
     assert "evilpkg/kernel.cu" in out
     assert_no_markers(markers)
-    for cmd in (["pr", "--repo", str(repo), "--base", "HEAD~1", "--head", "HEAD", "--format", "markdown"],
-                ["diff", f"git:{repo}:HEAD~1", f"git:{repo}:HEAD", "--format", "json"]):
+    for cmd in (
+        ["pr", "--repo", str(repo), "--base", "HEAD~1", "--head", "HEAD", "--format", "markdown"],
+        ["diff", f"git:{repo}:HEAD~1", f"git:{repo}:HEAD", "--format", "json"],
+    ):
         rc = cli.main([*cmd, "--no-cache"])
         out, err = capsys.readouterr()
         assert rc in (0, 1), err

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor.sources import git as gitrev
 from auditor.cli import main
 from auditor.sources import InputError, read_all
+from auditor.sources import git as gitrev
 
 COMM_BASE = """\
 // Allreduce helpers.
@@ -23,13 +23,16 @@ __device__ void fence() {
 }
 """
 
-COMM_GATED = COMM_BASE + """
+COMM_GATED = (
+    COMM_BASE
+    + """
 __device__ void wait_for_previous_grid() {
 #if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))
   cudaGridDependencySynchronize();
 #endif
 }
 """
+)
 
 JIT_BASE = '''\
 """JIT specs of the comm kernels."""
@@ -107,9 +110,23 @@ class Repo:
         self.git("init", "-q", "-b", "main")
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", "-C", str(self.path), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                               "-c", "commit.gpgsign=false", *args],
-                              check=True, capture_output=True, text=True).stdout.rstrip()
+        return subprocess.run(
+            [
+                "git",
+                "-C",
+                str(self.path),
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.com",
+                "-c",
+                "commit.gpgsign=false",
+                *args,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.rstrip()
 
     def commit(self, message: str, files: dict[str, str]) -> str:
         for name, text in files.items():
@@ -133,8 +150,9 @@ def repo(tmp_path_factory) -> tuple[Repo, dict[str, str]]:
 
 
 def pr_json(repo_path: Path, base: str, head: str, capsys, *extra: str) -> tuple[int, dict]:
-    code = main(["pr", "--repo", str(repo_path), "--base", base, "--head", head, "--no-cache", "--format", "json",
-                 *extra])
+    code = main(
+        ["pr", "--repo", str(repo_path), "--base", base, "--head", head, "--no-cache", "--format", "json", *extra]
+    )
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -149,7 +167,10 @@ def test_pr_lists_exactly_the_two_added_gates_with_verdicts(repo, capsys):
         ("added", "comm/jit.py", 7, "get_nvcc_flags_list(supported_major_versions=[9, 10])"),
     ]
     for c in doc["changes"]:
-        assert c["verdicts"] == {"12.0": {"before": None, "after": "excludes"}, "12.1": {"before": None, "after": "excludes"}}
+        assert c["verdicts"] == {
+            "12.0": {"before": None, "after": "excludes"},
+            "12.1": {"before": None, "after": "excludes"},
+        }
         assert c["delta"] == ["newly excludes 12.0", "newly excludes 12.1"]
     jit = next(c for c in doc["changes"] if c["file"] == "comm/jit.py")
     assert jit["new"]["domain"] == "device" and jit["new"]["admits"] == ["9.0", "10.0", "10.3"]
@@ -163,8 +184,22 @@ def test_pr_lists_exactly_the_two_added_gates_with_verdicts(repo, capsys):
 def test_pr_markdown_comment_body(repo, capsys, tmp_path):
     r, revs = repo
     out = tmp_path / "archaudit-comment.md"
-    code = main(["pr", "--repo", str(r.path), "--base", revs["base"], "--head", revs["gated"], "--no-cache",
-                 "--format", "markdown", "-o", str(out)])
+    code = main(
+        [
+            "pr",
+            "--repo",
+            str(r.path),
+            "--base",
+            revs["base"],
+            "--head",
+            revs["gated"],
+            "--no-cache",
+            "--format",
+            "markdown",
+            "-o",
+            str(out),
+        ]
+    )
     assert code == 0
     body = out.read_text()
     assert capsys.readouterr().out == body
@@ -198,7 +233,9 @@ def test_pr_of_a_commit_that_only_moves_code_reports_nothing(repo, capsys):
 def test_pr_reads_commits_not_the_work_tree(repo, capsys):
     r, revs = repo
     status = r.git("status", "--porcelain")
-    (r.path / "comm" / "jit.py").write_text(JIT_BASE.replace("get_nvcc_flags_list()", "get_nvcc_flags_list(supported_major_versions=[8])"))
+    (r.path / "comm" / "jit.py").write_text(
+        JIT_BASE.replace("get_nvcc_flags_list()", "get_nvcc_flags_list(supported_major_versions=[8])")
+    )
     try:
         code, doc = pr_json(r.path, revs["moved"], "HEAD", capsys)
         assert code == 0 and doc["changes"] == []
@@ -211,7 +248,11 @@ def test_pr_reads_commits_not_the_work_tree(repo, capsys):
 def test_git_provider_reads_blobs_and_skips_links(repo, tmp_path):
     r, revs = repo
     files, errors = read_all(gitrev.GitRevisionProvider(gitrev.spec(str(r.path), revs["gated"])))
-    assert {f.path: f.language for f in files} == {"comm/comm.cuh": "cuda", "comm/jit.py": "python", "comm/utils.py": "python"}
+    assert {f.path: f.language for f in files} == {
+        "comm/comm.cuh": "cuda",
+        "comm/jit.py": "python",
+        "comm/utils.py": "python",
+    }
     assert next(f for f in files if f.path == "comm/jit.py").data == JIT_GATED.encode()
     assert errors == []
     other = Repo(tmp_path / "links")
@@ -224,10 +265,13 @@ def test_git_provider_reads_blobs_and_skips_links(repo, tmp_path):
     assert [(e.file, e.reason) for e in errors] == [("link.py", "symlink in the commit, not followed")]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--base", "no-such-branch"], "no-such-branch: no such commit in"),
-    (["--base", "HEAD", "--head=-x"], "-x: not a revision"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--base", "no-such-branch"], "no-such-branch: no such commit in"),
+        (["--base", "HEAD", "--head=-x"], "-x: not a revision"),
+    ],
+)
 def test_pr_bad_revision_is_one_line_exit_2(repo, capsys, args, message):
     r, _ = repo
     assert main(["pr", "--repo", str(r.path), "--no-cache", *args]) == 2

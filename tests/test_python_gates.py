@@ -18,8 +18,7 @@ TABLES = sorted((ROOT / "fixtures" / "gates").glob("python-*.yaml"))
 
 def read_tree(name: str) -> list[SourceFile]:
     base = ROOT / "fixtures" / "python" / name
-    return [SourceFile(p.relative_to(base).as_posix(), p.read_bytes(), "python")
-            for p in sorted(base.rglob("*.py"))]
+    return [SourceFile(p.relative_to(base).as_posix(), p.read_bytes(), "python") for p in sorted(base.rglob("*.py"))]
 
 
 @cache
@@ -37,8 +36,13 @@ def cases():
 @pytest.mark.parametrize("tree,want", list(cases()))
 def test_known_answer(tree, want):
     gates, _ = scanned(tree)
-    here = [g for g in gates if g.file == want["file"] and ("line" not in want or g.line == want["line"])
-            and ("expression" not in want or g.expression == want["expression"])]
+    here = [
+        g
+        for g in gates
+        if g.file == want["file"]
+        and ("line" not in want or g.line == want["line"])
+        and ("expression" not in want or g.expression == want["expression"])
+    ]
     if want.get("absent"):
         assert not here, here
         return
@@ -104,26 +108,42 @@ def test_resolutions_name_the_definitions_followed():
 
 def test_a_file_without_tokens_is_not_parsed(monkeypatch):
     from auditor.python import symbols
+
     seen = []
     real = symbols.parse
     monkeypatch.setattr(symbols, "parse", lambda f: seen.append(f.path) or real(f))
-    extract([SourceFile("pkg/plain.py", b"def f(x):\n    return x + 1\n", "python"),
-             SourceFile("pkg/k.cu", b"__global__ void k() {}\n", "cuda")])
+    extract(
+        [
+            SourceFile("pkg/plain.py", b"def f(x):\n    return x + 1\n", "python"),
+            SourceFile("pkg/k.cu", b"__global__ void k() {}\n", "cuda"),
+        ]
+    )
     assert seen == []
 
 
 def test_jobs_do_not_change_the_gates():
     """Modules are read in batches by forked workers: 40 modules that call each other's
     predicates give the same gates with one process and with three."""
-    files = [SourceFile("pkg/caps.py", b"import torch\n\ndef is_sm90_supported():\n"
-                        b"    return torch.cuda.get_device_capability()[0] == 9\n", "python")]
+    files = [
+        SourceFile(
+            "pkg/caps.py",
+            b"import torch\n\ndef is_sm90_supported():\n    return torch.cuda.get_device_capability()[0] == 9\n",
+            "python",
+        )
+    ]
     for i in range(40):
-        files.append(SourceFile(f"pkg/m{i:02d}.py", (
-            "from .caps import is_sm90_supported\nimport torch\n\n"
-            f"class Runner{i}:\n    def __init__(self):\n        self.fast = is_sm90_supported()\n\n"
-            f"    def run(self):\n        if self.fast:\n            return {i}\n"
-            f"        if torch.cuda.get_device_capability()[0] >= {7 + i % 6}:\n            return -1\n"
-        ).encode(), "python"))
+        files.append(
+            SourceFile(
+                f"pkg/m{i:02d}.py",
+                (
+                    "from .caps import is_sm90_supported\nimport torch\n\n"
+                    f"class Runner{i}:\n    def __init__(self):\n        self.fast = is_sm90_supported()\n\n"
+                    f"    def run(self):\n        if self.fast:\n            return {i}\n"
+                    f"        if torch.cuda.get_device_capability()[0] >= {7 + i % 6}:\n            return -1\n"
+                ).encode(),
+                "python",
+            )
+        )
     one = extract(files, jobs=1)
     three = extract(files, jobs=3)
     assert one == three
@@ -136,11 +156,18 @@ def test_a_body_parsed_blank_is_read_once_it_calls_a_predicate():
     """Bodies without arch tokens are parsed as blank; one that calls a predicate learned
     later (no token in its name) is parsed again and its gate found."""
     files = [
-        SourceFile("pkg/checks.py", b"import torch\n\ndef fast_path_ok():\n"
-                   b"    return torch.cuda.get_device_capability()[0] == 9\n", "python"),
-        SourceFile("pkg/ops.py", b"import torch\nfrom .checks import fast_path_ok\n\n"
-                   b"def describe():\n    return torch.cuda.get_device_capability()\n\n"
-                   b"def run(x):\n    y = x + 1\n    if fast_path_ok():\n        return y\n    return x\n", "python"),
+        SourceFile(
+            "pkg/checks.py",
+            b"import torch\n\ndef fast_path_ok():\n    return torch.cuda.get_device_capability()[0] == 9\n",
+            "python",
+        ),
+        SourceFile(
+            "pkg/ops.py",
+            b"import torch\nfrom .checks import fast_path_ok\n\n"
+            b"def describe():\n    return torch.cuda.get_device_capability()\n\n"
+            b"def run(x):\n    y = x + 1\n    if fast_path_ok():\n        return y\n    return x\n",
+            "python",
+        ),
     ]
     gates, errors = extract(files)
     assert not errors
@@ -153,18 +180,20 @@ def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
     binds, in any form, but not the names its nested functions, classes or lambdas bind."""
     from auditor.python.symbols import assigned_in, parse
 
-    src = (b"for i in range(3):\n"
-           b"    a = b = f(i)\n"
-           b"    c, (d, *e) = g()\n"
-           b"    n += 1\n"
-           b"    for k, v in items:\n"
-           b"        if k:\n"
-           b"            w = v\n"
-           b"    def inner():\n"
-           b"        hidden = 1\n"
-           b"    class C:\n"
-           b"        also_hidden = 2\n"
-           b"    h = lambda x: x\n")
+    src = (
+        b"for i in range(3):\n"
+        b"    a = b = f(i)\n"
+        b"    c, (d, *e) = g()\n"
+        b"    n += 1\n"
+        b"    for k, v in items:\n"
+        b"        if k:\n"
+        b"            w = v\n"
+        b"    def inner():\n"
+        b"        hidden = 1\n"
+        b"    class C:\n"
+        b"        also_hidden = 2\n"
+        b"    h = lambda x: x\n"
+    )
     mod, error = parse(SourceFile("loop.py", src, "python"))
     assert error is None
     loop = mod.root.named_children[0]

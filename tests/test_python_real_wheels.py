@@ -23,8 +23,11 @@ def wheel(name: str, version: str) -> Path:
     found = sorted(CACHE.glob(f"{stem}-{version}-*.whl"))
     if not found:
         CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(CACHE), f"{name}=={version}"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(CACHE), f"{name}=={version}"],
+            check=True,
+            capture_output=True,
+        )
         found = sorted(CACHE.glob(f"{stem}-{version}-*.whl"))
     return found[0]
 
@@ -62,8 +65,13 @@ def test_sglang_059_blackwell_admits_sm12x():
 
 def test_flashinfer_060_comm_majors_exclude_sm12x():
     gates, _ = scan("flashinfer-python", "0.6.0")
-    comm = [g for g in gates if g.file == "flashinfer/jit/comm.py" and g.kind == "major-list"
-            and "supported_major_versions=[9, 10]" in g.expression]
+    comm = [
+        g
+        for g in gates
+        if g.file == "flashinfer/jit/comm.py"
+        and g.kind == "major-list"
+        and "supported_major_versions=[9, 10]" in g.expression
+    ]
     assert comm
     for g in comm:
         assert "12.0" not in g.admits and "12.1" not in g.admits and "9.0" in g.admits
@@ -75,7 +83,11 @@ def test_flashinfer_060_sm120a_admits_120_not_121():
     assert [g.admits for g in definition] == [("12.0",)]
     uses = [g for g in gates if "is_sm120a_supported(" in g.expression and g.kind == "predicate-call"]
     assert uses and all(g.resolved_by == "definition" for g in uses)
-    pair = [g for g in uses if re.fullmatch(r"is_sm120a_supported\(a\.device\) or is_sm121a_supported\(a\.device\)", g.expression)]
+    pair = [
+        g
+        for g in uses
+        if re.fullmatch(r"is_sm120a_supported\(a\.device\) or is_sm121a_supported\(a\.device\)", g.expression)
+    ]
     assert pair and all(g.admits == ("12.0", "12.1") for g in pair)
     guard = [g for g in uses if g.expression.startswith("not is_sm120a_supported(")]
     assert guard and all(g.guards == "reject" for g in guard)
@@ -87,8 +99,7 @@ def test_flashinfer_074_sm12x_bail_out_lets_12x_through():
     """``if major != 12: return False`` opens flashinfer 0.7.4's ``is_sm12x_supported``: it
     turns every other major away and lets 12.x through to the toolkit check; read as written,
     it was a high ARCH001 saying the opposite."""
-    from auditor import arch
-    from auditor import verdicts
+    from auditor import arch, verdicts
 
     with zipfile.ZipFile(wheel("flashinfer-python", "0.7.4")) as z:
         files = [SourceFile("flashinfer/utils.py", z.read("flashinfer/utils.py"), "python")]

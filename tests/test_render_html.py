@@ -32,7 +32,9 @@ def test_data_is_escaped_json_and_nothing_loads_from_elsewhere(page_text):
     assert "default-src 'none'" in page_text
     raw = re.search(r'<script type="application/json" id="archaudit-data">(.*?)</script>', page_text, re.S).group(1)
     data = json.loads(raw)
-    code = json.loads(re.search(r'<script type="application/json" id="archaudit-code">(.*?)</script>', page_text, re.S)[1])
+    code = json.loads(
+        re.search(r'<script type="application/json" id="archaudit-code">(.*?)</script>', page_text, re.S)[1]
+    )
     code_lines = ["".join(line[1::2]) for runs in code.values() for _, lines in runs for line in lines]
     assert any(HOSTILE in line for line in code_lines), "the hostile source line survives, as data"
     assert any(f[1] == "gemm/<img src=x onerror=alert(1)>.cuh" for f in data["files"])
@@ -70,8 +72,7 @@ def test_report_in_chromium(tmp_path):
         page.wait_for_selector("body[data-ready=true]")
 
         # The upper-bound gate's 12.0 cells read excluded, in the verdict and in the arch columns.
-        row = page.locator('.row.gate[data-gate]').filter(has_text="__CUDA_ARCH__ < 1200").filter(
-            has_not_text=">= 900")
+        row = page.locator(".row.gate[data-gate]").filter(has_text="__CUDA_ARCH__ < 1200").filter(has_not_text=">= 900")
         assert row.count() == 1
         verdict = row.locator('[data-col="12.0"]')
         assert verdict.get_attribute("data-state") == "excluded"
@@ -86,7 +87,7 @@ def test_report_in_chromium(tmp_path):
         assert page.locator("img").count() == 0
 
         # Drill-down: the code around the gate, with the hostile string as text.
-        page.locator('.row.gate', has_text="!(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)").click()
+        page.locator(".row.gate", has_text="!(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)").click()
         detail = page.locator("#detail")
         assert detail.is_visible()
         assert HOSTILE in detail.locator(".code").inner_text()
@@ -94,7 +95,7 @@ def test_report_in_chromium(tmp_path):
         assert detail.locator(".code .l.guard").first.inner_text().startswith("28")
         page.keyboard.press("Escape")
 
-        page.locator('.row.gate', has_text="(__CUDA_ARCH__ < 1200))").click()
+        page.locator(".row.gate", has_text="(__CUDA_ARCH__ < 1200))").click()
         text = detail.inner_text()
         assert "ARCH001" in text and "upper-bound-cuts-target" in text
         assert "cudaGridDependencySynchronize" in detail.locator("table").last.inner_text()

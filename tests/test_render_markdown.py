@@ -22,8 +22,10 @@ def test_fixture_report_links_and_escapes():
     assert "<img" not in text.replace("`gemm/<img src=x onerror=alert(1)>.cuh:2`", "")
     assert "_…and" not in text, "everything fits"
     # Severity groups in order, the worst one open.
-    worst = {f.gate: min((x.severity for x in result.findings if x.gate == f.gate), key=SEVERITIES.index)
-             for f in result.findings}
+    worst = {
+        f.gate: min((x.severity for x in result.findings if x.gate == f.gate), key=SEVERITIES.index)
+        for f in result.findings
+    }
     excluding = [g for g in result.gates if "excludes" in verdicts(g, result.targets).values()]
     expected = [s for s in SEVERITIES if any(worst.get(g.id) == s for g in excluding)]
     expected += ["no rule"] if any(g.id not in worst for g in excluding) else []

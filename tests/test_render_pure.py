@@ -47,6 +47,7 @@ def test_same_input_same_bytes_without_a_clock(name, twins, monkeypatch):
 
 
 def test_every_format_the_cli_offers_has_a_renderer():
-    formats = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["scan"]._actions
-                   if a.dest == "format").choices
+    formats = next(
+        a for a in cli.build_parser()._subparsers._group_actions[0].choices["scan"]._actions if a.dest == "format"
+    ).choices
     assert set(formats) == set(cli.renderers())

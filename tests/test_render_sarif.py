@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import tomllib
 from functools import cache
 from pathlib import Path
 
 import jsonschema
 import pytest
+import tomllib
 
-from auditor.rules import rulebook
 from auditor.render import sarif
+from auditor.rules import rulebook
 from tests.conftest import wheel
 from tests.render_support import REPORTS, scan
 
@@ -71,8 +71,14 @@ def test_results_are_ordered_fingerprinted_and_srcroot_relative(log):
     run = log["runs"][0]
     results = run["results"]
     assert results
-    keys = [(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
-             r["locations"][0]["physicalLocation"]["region"]["startLine"], r["ruleId"]) for r in results]
+    keys = [
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+            r["ruleId"],
+        )
+        for r in results
+    ]
     assert keys == sorted(keys)
     assert "%SRCROOT%" in run["originalUriBaseIds"]
     rules = run["tool"]["driver"]["rules"]
@@ -81,8 +87,11 @@ def test_results_are_ordered_fingerprinted_and_srcroot_relative(log):
         assert loc["uriBaseId"] == "%SRCROOT%" and not loc["uri"].startswith("/")
         assert rules[r["ruleIndex"]]["id"] == r["ruleId"]
         assert len(r["partialFingerprints"][sarif.FINGERPRINT]) >= 8
-    upper = next(r for r in results if r["ruleId"] == "ARCH001" and r["locations"][0]["physicalLocation"]["region"]
-                 ["startLine"] == 8)
+    upper = next(
+        r
+        for r in results
+        if r["ruleId"] == "ARCH001" and r["locations"][0]["physicalLocation"]["region"]["startLine"] == 8
+    )
     assert upper["level"] == "error"
     assert upper["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "comm/allreduce.cuh"
 
@@ -96,8 +105,13 @@ def test_fingerprints_survive_moved_lines(tmp_path):
 
     def prints(path):
         results = json.loads(sarif.render(scan(path, formats=("sarif",))))["runs"][0]["results"]
-        return {(r["ruleId"], r["partialFingerprints"][sarif.FINGERPRINT]): r["locations"][0]["physicalLocation"]
-                ["region"]["startLine"] for r in results if "allreduce" in json.dumps(r["locations"])}
+        return {
+            (r["ruleId"], r["partialFingerprints"][sarif.FINGERPRINT]): r["locations"][0]["physicalLocation"]["region"][
+                "startLine"
+            ]
+            for r in results
+            if "allreduce" in json.dumps(r["locations"])
+        }
 
     before, after = prints(REPORTS), prints(moved)
     assert before.keys() == after.keys()

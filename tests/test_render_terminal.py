@@ -24,7 +24,9 @@ def test_colour_is_the_text_report_with_styles():
     assert "\x1b[32m12.0:ok\x1b[0m" in coloured
     assert "\x1b[1;31m[high]\x1b[0m" in coloured
     assert ANSI.sub("", coloured) == text.render(result)
-    assert re.match(r"13 gates, 11 exclude 12\.0/12\.1, \d+ findings \(\d+ high", ANSI.sub("", coloured).splitlines()[-1])
+    assert re.match(
+        r"13 gates, 11 exclude 12\.0/12\.1, \d+ findings \(\d+ high", ANSI.sub("", coloured).splitlines()[-1]
+    )
 
 
 def _cli(env: dict, tty: bool) -> str:

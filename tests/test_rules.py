@@ -12,14 +12,18 @@ from pathlib import Path
 import pytest
 
 from auditor import arch, cli, pipeline
-from auditor.rules import vocabulary as predicates
-from auditor.rules import rulebook
 from auditor.model import SourceFile
+from auditor.rules import rulebook
+from auditor.rules import vocabulary as predicates
 from tests.conftest import FIXTURES, ROOT
 
 RULES = rulebook.builtin()
-CASES = [(r, case, i, ex) for r in RULES for case, exs in (("invalid", r.invalid), ("valid", r.valid))
-         for i, ex in enumerate(exs)]
+CASES = [
+    (r, case, i, ex)
+    for r in RULES
+    for case, exs in (("invalid", r.invalid), ("valid", r.valid))
+    for i, ex in enumerate(exs)
+]
 
 
 def scan(files, rule, targets=arch.DEFAULT_TARGETS):
@@ -29,8 +33,9 @@ def scan(files, rule, targets=arch.DEFAULT_TARGETS):
     return findings, errors
 
 
-@pytest.mark.parametrize("rule,case,index,example", CASES,
-                         ids=[f"{r.id}-{case}-{i}-{ex.filename}" for r, case, i, ex in CASES])
+@pytest.mark.parametrize(
+    "rule,case,index,example", CASES, ids=[f"{r.id}-{case}-{i}-{ex.filename}" for r, case, i, ex in CASES]
+)
 def test_example(rule, case, index, example):
     (result,) = [c for c in rulebook.verify(rule, scan) if c.case == case and c.example == example]
     expected = "reported" if case == "invalid" else "validated"
@@ -113,7 +118,9 @@ def test_unknown_key_inside_an_example_is_reported_with_its_line():
 
 def test_unknown_predicate_is_reported_with_its_line():
     text = GOOD.replace("when: dead", "when: deadd")
-    with pytest.raises(rulebook.RuleError, match=rf"^{NAME}:{line_of(text, 'deadd')}: unknown or malformed condition 'deadd'"):
+    with pytest.raises(
+        rulebook.RuleError, match=rf"^{NAME}:{line_of(text, 'deadd')}: unknown or malformed condition 'deadd'"
+    ):
         rulebook.parse(text, NAME)
 
 
@@ -122,7 +129,9 @@ def test_unknown_message_field_and_duplicate_key_and_bad_yaml():
     with pytest.raises(rulebook.RuleError, match=r"unknown message field \{admitted\}"):
         rulebook.parse(text, NAME)
     text = GOOD.replace("severity: low\n", "severity: low\nseverity: high\n")
-    with pytest.raises(rulebook.RuleError, match=rf"^{NAME}:{line_of(text, 'severity: high')}: duplicate key 'severity'"):
+    with pytest.raises(
+        rulebook.RuleError, match=rf"^{NAME}:{line_of(text, 'severity: high')}: duplicate key 'severity'"
+    ):
         rulebook.parse(text, NAME)
     with pytest.raises(rulebook.RuleError, match=rf"^{NAME}:\d+: invalid YAML"):
         rulebook.parse(GOOD + "\n  - : [\n", NAME)
@@ -135,8 +144,9 @@ def test_file_name_must_match_id_and_name():
 
 def test_docs_are_generated_from_the_rules():
     """docs/rules.md is the generator's output (run scripts/gen_rule_docs.py after editing a rule)."""
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_rule_docs.py"), "--check"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_rule_docs.py"), "--check"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -193,8 +203,11 @@ def render_snapshot(path: Path, findings) -> str:
         expression = f.message.split("`")[1] if "`" in f.message else ""
         col = text.find(expression[:24]) if expression else -1
         col = col if col >= 0 else len(text) - len(text.lstrip())
-        out += [f"{path.parent.name}/{path.name}:{f.line}:{col + 1}: {f.rule} [{f.severity}/{f.classification or '-'}] {f.message}",
-                f"  {text}", "  " + " " * col + "^"]
+        out += [
+            f"{path.parent.name}/{path.name}:{f.line}:{col + 1}: {f.rule} [{f.severity}/{f.classification or '-'}] {f.message}",
+            f"  {text}",
+            "  " + " " * col + "^",
+        ]
     return "\n".join(out) + "\n" if out else "(no findings)\n"
 
 

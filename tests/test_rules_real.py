@@ -23,8 +23,12 @@ def flashinfer_060():
 
 def test_every_allreduce_pdl_guard_gets_an_upper_bound_finding(flashinfer_060):
     result = flashinfer_060
-    guards = [g for g in result.gates if g.file == ALLREDUCE
-              and g.expression == "(defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"]
+    guards = [
+        g
+        for g in result.gates
+        if g.file == ALLREDUCE
+        and g.expression == "(defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
+    ]
     assert len(guards) == 13
     by_gate = {}
     for f in result.findings:

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from auditor import arch, cli
-from auditor.pipeline import Options, audit
 from auditor.cuda.macros import Evaluator, MacroTable
+from auditor.pipeline import Options, audit
 from tests.conftest import FIXTURES, wheel
 
 KNOWN = yaml.safe_load((FIXTURES / "gates" / "cuda.yaml").read_text())
@@ -80,13 +80,28 @@ def test_flashinfer_060_allreduce_guards(tmp_path):
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["schema"] == "archaudit/1" and doc["targets"] == ["12.0", "12.1"]
-    guards = [g for g in doc["gates"] if g["file"].endswith("comm/trtllm_allreduce.cuh")
-              and "(__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200)" in g["expression"]
-              and not g["expression"].startswith("!")]
+    guards = [
+        g
+        for g in doc["gates"]
+        if g["file"].endswith("comm/trtllm_allreduce.cuh")
+        and "(__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200)" in g["expression"]
+        and not g["expression"].startswith("!")
+    ]
     assert len(guards) >= 5
     for g in guards:
-        assert g["admits"] == ["sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_103", "sm_103a", "sm_103f",
-                               "sm_110", "sm_110a", "sm_110f"]
+        assert g["admits"] == [
+            "sm_90",
+            "sm_90a",
+            "sm_100",
+            "sm_100a",
+            "sm_100f",
+            "sm_103",
+            "sm_103a",
+            "sm_103f",
+            "sm_110",
+            "sm_110a",
+            "sm_110f",
+        ]
         assert g["excludes_target"] is True and g["verdicts"] == {"12.0": "excludes", "12.1": "excludes"}
         assert g["language"] == "cuda" and g["domain"] == "target"
     paths = [(g["file"], g["line"]) for g in doc["gates"]]

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from auditor import cli, pipeline
-from auditor.pipeline import run as pipeline_run
 from auditor.cuda import gates as cuda_gates
-from auditor.python import extract as python_gates
+from auditor.pipeline import run as pipeline_run
 from auditor.pipeline.cache import Cache
+from auditor.python import extract as python_gates
 from auditor.sources import DirectoryProvider, LazyFile, ZipProvider, read_all, read_file
 
 GUARD = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
@@ -120,8 +120,18 @@ def scan_to(tmp_path: Path, root: Path, cache: Path, *extra: str) -> dict[str, s
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     names = [out / f"r{s}" for s in (".json", ".sarif", ".md", ".html", ".txt")]
-    rc = cli.main(["scan", str(root), "--cache-dir", str(cache), "--jobs", "1", *extra,
-                   *[a for n in names for a in ("-o", str(n))]])
+    rc = cli.main(
+        [
+            "scan",
+            str(root),
+            "--cache-dir",
+            str(cache),
+            "--jobs",
+            "1",
+            *extra,
+            *[a for n in names for a in ("-o", str(n))],
+        ]
+    )
     assert rc in (0, 1)
     return {n.suffix: n.read_text(encoding="utf-8") for n in names}
 
@@ -176,15 +186,25 @@ def test_a_changed_result_or_report_option_renders_again(tmp_path):
     assert linked[".md"] != changed[".md"] and "https://example.org/src" in linked[".md"]
     assert linked == scan_to(tmp_path, root, cache, "--no-cache", "--link-base", "https://example.org/src")
     assert scan_to(tmp_path, root, cache, "--ignore", "ARCH001") == scan_to(
-        tmp_path, root, cache, "--no-cache", "--ignore", "ARCH001")
+        tmp_path, root, cache, "--no-cache", "--ignore", "ARCH001"
+    )
     # One stored text per format and set of inputs, however many results it has seen.
     assert len(report_slots(cache)) == 5
 
 
 WRONG_SHAPES = [
-    ["scan", [[["if", 1, "x", 2, [], [], []]], [], []], []], ["scan", "x", "y"], ["error"], ["none", 1], {"gates": 1},
-    {"gates": [{"line": "7"}], "errors": []}, {"gates": [], "findings": [["R", 1]], "errors": [], "binaries": []},
-    {"gates": [], "findings": [], "errors": [["a"]], "binaries": [{"path": 3}]}, None, 12, "text", [],
+    ["scan", [[["if", 1, "x", 2, [], [], []]], [], []], []],
+    ["scan", "x", "y"],
+    ["error"],
+    ["none", 1],
+    {"gates": 1},
+    {"gates": [{"line": "7"}], "errors": []},
+    {"gates": [], "findings": [["R", 1]], "errors": [], "binaries": []},
+    {"gates": [], "findings": [], "errors": [["a"]], "binaries": [{"path": 3}]},
+    None,
+    12,
+    "text",
+    [],
 ]
 
 
@@ -205,8 +225,9 @@ def test_corrupt_or_foreign_cache_entries_are_ignored(tmp_path, capsys, damage):
         if damage == "wrong shapes":  # written the way archaudit writes: only the shape checks stand
             db.close()
             store = Cache(cache)
-            store.put_many([(k, WRONG_SHAPES[i % len(WRONG_SHAPES)]) for i, k in enumerate(keys)
-                            if not k.startswith("input:")])  # an empty input entry is a valid shape
+            store.put_many(
+                [(k, WRONG_SHAPES[i % len(WRONG_SHAPES)]) for i, k in enumerate(keys) if not k.startswith("input:")]
+            )  # an empty input entry is a valid shape
             store.close()
             db = sqlite3.connect(db_path)
         for i, (k, v) in enumerate(rows):
@@ -216,8 +237,9 @@ def test_corrupt_or_foreign_cache_entries_are_ignored(tmp_path, capsys, damage):
                 db.execute("UPDATE entries SET value = ? WHERE key = ?", (rows[(i + 1) % len(rows)][1], k))
             elif damage == "unsealed JSON":  # the JSON alone, or with its text altered
                 text = v.partition("\n")[2]
-                db.execute("UPDATE entries SET value = ? WHERE key = ?",
-                           (text if i % 2 else v.replace("sm_90", "sm_80"), k))
+                db.execute(
+                    "UPDATE entries SET value = ? WHERE key = ?", (text if i % 2 else v.replace("sm_90", "sm_80"), k)
+                )
             elif damage == "wrong shapes" and k.startswith("input:"):
                 db.execute("DELETE FROM entries WHERE key = ?", (k,))
         db.commit()
@@ -244,9 +266,15 @@ def test_cache_encoding_round_trips_every_field():
     gates, findings, errors = list(result.gates), list(result.findings), list(result.errors)
     assert any(g.features for g in gates) and any(g.resolutions for g in gates)
     assert {g.language for g in gates} == {"python", "cuda"}
-    records = ({"path": "p/k.so", "package": "p", "input": "x",
-                "entries": ({"kind": "sass", "target": "sm_90a", "compressed": False, "note": ""},),
-                "verdicts": {"12.0": "none"}},)
+    records = (
+        {
+            "path": "p/k.so",
+            "package": "p",
+            "input": "x",
+            "entries": ({"kind": "sass", "target": "sm_90a", "compressed": False, "note": ""},),
+            "verdicts": {"12.0": "none"},
+        },
+    )
     wire = json.loads(json.dumps(encode_final(gates, findings, errors, records)))
     assert decode_final(wire) == (gates, findings, errors, records)
     assert decode_result(json.loads(json.dumps(encode_result(gates, errors)))) == (gates, errors)

@@ -6,8 +6,6 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Optional
-
 
 
 @cache
@@ -17,7 +15,7 @@ def cccl_queries() -> tuple[tuple[re.Pattern, str], ...]:
     return tuple((re.compile(q["pattern"]), q["condition"]) for q in data["queries"])
 
 
-def cccl_condition(query: str) -> Optional[str]:
+def cccl_condition(query: str) -> str | None:
     """``NV_PROVIDES_SM_90`` -> ``defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900``."""
     for pattern, template in cccl_queries():
         m = pattern.match(query.strip())

@@ -12,8 +12,8 @@ the known operand alone decides the result (``0 && x``, ``1 || x``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 MASK = (1 << 64) - 1
 
@@ -26,11 +26,35 @@ _TOKEN = re.compile(
     )""",
     re.X,
 )
-_ALTERNATIVE = {"and": "&&", "or": "||", "not": "!", "bitand": "&", "bitor": "|",
-                "xor": "^", "compl": "~", "not_eq": "!="}
+_ALTERNATIVE = {
+    "and": "&&",
+    "or": "||",
+    "not": "!",
+    "bitand": "&",
+    "bitor": "|",
+    "xor": "^",
+    "compl": "~",
+    "not_eq": "!=",
+}
 _BINARY = {  # precedence, higher binds tighter
-    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,
-    "<": 7, ">": 7, "<=": 7, ">=": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
+    "||": 1,
+    "&&": 2,
+    "|": 3,
+    "^": 4,
+    "&": 5,
+    "==": 6,
+    "!=": 6,
+    "<": 7,
+    ">": 7,
+    "<=": 7,
+    ">=": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "%": 10,
 }
 
 
@@ -66,7 +90,7 @@ def tokenize(text: str) -> list[tuple[str, str]]:
 
 def _number(tok: str) -> Node:
     digits = tok.rstrip("uUlL")
-    unsigned = "u" in tok[len(digits):].lower()
+    unsigned = "u" in tok[len(digits) :].lower()
     body = digits.replace("'", "")
     if body[:2] in ("0x", "0X"):
         value = int(body[2:], 16)
@@ -82,8 +106,21 @@ def _number(tok: str) -> Node:
     return ("num", value, unsigned or value > (MASK >> 1))
 
 
-_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "\\": 92, "'": 39, '"': 34, "?": 63, "a": 7, "b": 8, "f": 12, "v": 11,
-                   "e": 27, "E": 27}
+_SIMPLE_ESCAPES = {
+    "n": 10,
+    "t": 9,
+    "r": 13,
+    "\\": 92,
+    "'": 39,
+    '"': 34,
+    "?": 63,
+    "a": 7,
+    "b": 8,
+    "f": 12,
+    "v": 11,
+    "e": 27,
+    "E": 27,
+}
 _CHAR_TYPES = {"": (8, True), "u8": (8, True), "L": (32, True), "u": (16, False), "U": (32, False)}
 """Prefix -> (bits, signed) as g++ on Linux x86-64: ``char`` is signed, ``wchar_t`` a signed int."""
 
@@ -113,7 +150,9 @@ def _char(tok: str) -> Node:
             digits = re.match(r"[0-9a-fA-F]+", body[i + 2 :]).group()  # type: ignore[union-attr]
             units.append(int(digits, 16))
             i += 2 + len(digits)
-        elif e in ("u", "U") and re.fullmatch(r"[0-9a-fA-F]{%d}" % (4 if e == "u" else 8), body[i + 2 : i + (6 if e == "u" else 10)]):
+        elif e in ("u", "U") and re.fullmatch(
+            rf"[0-9a-fA-F]{{{4 if e == 'u' else 8}}}", body[i + 2 : i + (6 if e == "u" else 10)]
+        ):
             point = int(body[i + 2 : i + (6 if e == "u" else 10)], 16)
             units.extend(chr(point).encode("utf-8") if width == 8 and point < 0x110000 else [point])
             i += 6 if e == "u" else 10
@@ -142,7 +181,7 @@ class _Parser:
     def peek(self) -> tuple[str, str]:
         return self.toks[self.i] if self.i < len(self.toks) else ("end", "")
 
-    def take(self, tok: Optional[str] = None) -> tuple[str, str]:
+    def take(self, tok: str | None = None) -> tuple[str, str]:
         cur = self.peek()
         if tok is not None and cur[1] != tok:
             raise ConditionError(f"expected {tok!r}, found {cur[1] or 'end of condition'!r}")
@@ -257,7 +296,7 @@ def parse(text: str) -> Node:
         sys.setrecursionlimit(limit)
 
 
-def identifiers(node: Node, acc: Optional[set[str]] = None) -> set[str]:
+def identifiers(node: Node, acc: set[str] | None = None) -> set[str]:
     """Every macro name a condition mentions (in ``defined``, as a value or a call)."""
     return _names(node, ("id", "defined", "call"), set() if acc is None else acc)
 
@@ -284,7 +323,7 @@ def _names(node: Node, tags: tuple[str, ...], acc: set[str]) -> set[str]:
     return acc
 
 
-Value = Optional[tuple[int, bool]]
+Value = tuple[int, bool] | None
 """(value, unsigned), or None when unknown."""
 
 
@@ -292,7 +331,7 @@ Value = Optional[tuple[int, bool]]
 class Env:
     """How one target answers for identifiers: ``defined`` -> True/False/None, value -> Value."""
 
-    defined: Callable[[str], Optional[bool]]
+    defined: Callable[[str], bool | None]
     value: Callable[[str], Value]
     call: Callable[[str, str], Value]
 
@@ -302,7 +341,7 @@ def _signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-def _bool(v: Value) -> Optional[bool]:
+def _bool(v: Value) -> bool | None:
     return None if v is None else v[0] != 0
 
 
@@ -389,7 +428,7 @@ def _left_spine(node: Node) -> tuple[Node, list[Node]]:
 _INT_RESULT = frozenset({"&&", "||", "<", ">", "<=", ">=", "==", "!="})
 
 
-def _unsigned_type(node: Node, env: Env) -> Optional[bool]:
+def _unsigned_type(node: Node, env: Env) -> bool | None:
     """Whether an expression has an unsigned type, without evaluating it (None: not known)."""
     tag = node[0]
     if tag == "num":
@@ -416,7 +455,7 @@ def _unsigned_type(node: Node, env: Env) -> Optional[bool]:
     return acc
 
 
-def _either(a: Optional[bool], b: Optional[bool]) -> Optional[bool]:
+def _either(a: bool | None, b: bool | None) -> bool | None:
     if a or b:
         return True
     return None if a is None or b is None else False

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Union
 
 from auditor import arch, fingerprint
 from auditor.cuda import cexpr
-from auditor.cuda.directives import scan
-from auditor.model import FileError, Gate, Resolution, SourceFile
-from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
-from auditor.cuda.macros import Evaluator, MacroTable, names_an_arch, parse_condition
 from auditor.cuda.cccl import cccl_condition
+from auditor.cuda.directives import scan
+from auditor.cuda.macros import Evaluator, MacroTable, names_an_arch, parse_condition
+from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
+from auditor.model import FileError, Gate, Resolution, SourceFile
 
 _CCCL = re.compile(r"NV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")  # literal first: fast search
 _ARCH_TOKEN = re.compile(r"__CUDA_ARCH|NV_(?:IF|DISPATCH)_")
@@ -34,19 +34,20 @@ class FileScan:
     package: str
 
 
-def decode(f: SourceFile) -> Union[str, FileError]:
+def decode(f: SourceFile) -> str | FileError:
     """Source text, or a one-line reason it is not text."""
     return decode_bytes(f.path, f.data, f.input)
 
 
-def decode_bytes(path: str, data: bytes, input_name: str = "") -> Union[str, FileError]:
+def decode_bytes(path: str, data: bytes, input_name: str = "") -> str | FileError:
     """:func:`decode` of a file's bytes."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # before the NUL test: UTF-16 text is full of NULs
         try:
             return data.decode("utf-16")
         except UnicodeDecodeError as exc:
-            return FileError(path, f"UTF-16 byte order mark but not UTF-16 ({exc.reason} at offset {exc.start}); skipped",
-                             input_name)
+            return FileError(
+                path, f"UTF-16 byte order mark but not UTF-16 ({exc.reason} at offset {exc.start}); skipped", input_name
+            )
     if b"\0" in data[:8192]:
         return FileError(path, "binary file with a source extension (NUL bytes); skipped", input_name)
     try:
@@ -57,7 +58,7 @@ def decode_bytes(path: str, data: bytes, input_name: str = "") -> Union[str, Fil
         return data.decode("latin-1")
 
 
-def scan_file(f: SourceFile) -> Union[FileScan, FileError]:
+def scan_file(f: SourceFile) -> FileScan | FileError:
     """Directive structure and CCCL arms of one file (worker side)."""
     text = decode(f)
     if isinstance(text, FileError):
@@ -65,7 +66,7 @@ def scan_file(f: SourceFile) -> Union[FileScan, FileError]:
     return _scan_text(f, text)
 
 
-def scan_bytes(path: str, data: bytes, input_name: str = "") -> Union[FileScan, FileError, None]:
+def scan_bytes(path: str, data: bytes, input_name: str = "") -> FileScan | FileError | None:
     """:func:`scan_file` of a file's bytes; None when it has no directive or CCCL call (nothing
     to keep). The worker-side entry point: only this compact result leaves the worker."""
     f = SourceFile(path, b"", "cuda", input_name)
@@ -80,7 +81,7 @@ def scan_bytes(path: str, data: bytes, input_name: str = "") -> Union[FileScan, 
     return scan
 
 
-def _scan_text(f: SourceFile, text: str) -> Union[FileScan, FileError]:
+def _scan_text(f: SourceFile, text: str) -> FileScan | FileError:
     try:
         structure = scan_structure(text)
     except NestingError as exc:
@@ -157,8 +158,11 @@ def _calls(text: str, opens: set[int]) -> dict[int, list[tuple[int, str]]]:
 def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
     newlines = [m.start() for m in re.finditer("\n", text)] if _CCCL.search(text) else []
     line_of = lambda off: bisect.bisect_right(newlines, off - 1) + 1  # noqa: E731
-    matches = [m for m in _CCCL.finditer(text)
-               if not (m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"))]
+    matches = [
+        m
+        for m in _CCCL.finditer(text)
+        if not (m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"))
+    ]
     calls = _calls(text, {m.end() - 1 for m in matches}) if matches else {}
     enclosing = _Enclosing(structure)
     line_info = (-1, 0, -1)  # (line number, offset of its first non-blank char, offset of its first '//')
@@ -201,8 +205,9 @@ def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
             earlier.append((q, cond))
 
 
-def gates(scans: Iterable[FileScan], table: MacroTable, evaluator: Evaluator, input_name: str,
-          errors: list[FileError]) -> list[Gate]:
+def gates(
+    scans: Iterable[FileScan], table: MacroTable, evaluator: Evaluator, input_name: str, errors: list[FileError]
+) -> list[Gate]:
     """Evaluate every branch; keep those that name an architecture."""
     out: list[Gate] = []
     targets = arch.target_order()
@@ -221,11 +226,16 @@ def gates(scans: Iterable[FileScan], table: MacroTable, evaluator: Evaluator, in
             try:
                 reach, unknowns, derived = evaluator.effective(b.inherited + b.local)
             except cexpr.ConditionError as exc:
-                errors.append(FileError(fs.path, f"line {b.line}: cannot evaluate enclosing condition ({exc})", input_name))
+                errors.append(
+                    FileError(fs.path, f"line {b.line}: cannot evaluate enclosing condition ({exc})", input_name)
+                )
                 continue
             local_ids = set().union(*(cexpr.identifiers(n) for n in nodes))
-            kind = "cccl-target" if b.keyword.startswith("NV_") else (
-                "derived-macro" if local_ids & table.derived else "preprocessor")
+            kind = (
+                "cccl-target"
+                if b.keyword.startswith("NV_")
+                else ("derived-macro" if local_ids & table.derived else "preprocessor")
+            )
             expression = " ".join(b.expression.split())
             key = (kind, expression)
             ordinal = ordinals.get(key, 0)
@@ -239,19 +249,31 @@ def gates(scans: Iterable[FileScan], table: MacroTable, evaluator: Evaluator, in
                     resolved[n] = Resolution(n, *_where(table, n))
             resolutions = tuple(resolved[n] for n in names)
             if len(derived) > len(names):
-                resolutions += (Resolution("...", "", 0, "more derived macros, not listed (the report keeps "
-                                                         f"{MAX_RESOLUTIONS} per gate)"),)
-            out.append(Gate(
-                id=fingerprint.gate_id(fs.path, kind, "", expression, ordinal),
-                file=fs.path, line=b.line, end_line=b.end_line, language="cuda", kind=kind,
-                expression=expression, domain="target",
-                admits=tuple(t for t, r in zip(targets, reach) if r is not False),
-                unknowns=tuple(sorted(unknowns)),
-                resolved_by="definition" if derived else "literal",
-                resolutions=resolutions,
-                chain=tuple(c if pol else f"!({c})" for c, pol in b.inherited + b.local),
-                body_lines=b.body, input=input_name, package=fs.package,
-            ))
+                resolutions += (
+                    Resolution(
+                        "...", "", 0, f"more derived macros, not listed (the report keeps {MAX_RESOLUTIONS} per gate)"
+                    ),
+                )
+            out.append(
+                Gate(
+                    id=fingerprint.gate_id(fs.path, kind, "", expression, ordinal),
+                    file=fs.path,
+                    line=b.line,
+                    end_line=b.end_line,
+                    language="cuda",
+                    kind=kind,
+                    expression=expression,
+                    domain="target",
+                    admits=tuple(t for t, r in zip(targets, reach) if r is not False),
+                    unknowns=tuple(sorted(unknowns)),
+                    resolved_by="definition" if derived else "literal",
+                    resolutions=resolutions,
+                    chain=tuple(c if pol else f"!({c})" for c, pol in b.inherited + b.local),
+                    body_lines=b.body,
+                    input=input_name,
+                    package=fs.package,
+                )
+            )
     return out
 
 

@@ -3,18 +3,17 @@ value on each nvcc target, in three-valued logic."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Iterable, Optional
 
 from auditor import arch
 from auditor.cuda import cexpr
-
 from auditor.cuda.structure import ARCH_PREFIX, HAS_FEATURE, Constraint, Definition, Structure
 
 # --- evaluation over the target domain -------------------------------------------------
 
-Tri = Optional[bool]
+Tri = bool | None
 
 
 def is_arch_macro(name: str) -> bool:
@@ -64,7 +63,7 @@ class MacroTable:
     """Derived macros whose definitions name an architecture (not only host/device)."""
 
     @classmethod
-    def build(cls, structures: Iterable[tuple[str, Structure]]) -> "MacroTable":
+    def build(cls, structures: Iterable[tuple[str, Structure]]) -> MacroTable:
         """Collect definitions and find, by fixpoint, the macros that depend on the arch."""
         table = cls()
         for path, s in structures:
@@ -140,12 +139,12 @@ class Evaluator:
             hit = self._memo[text] = self._evaluate(parse_condition(text), self_name=None)
         return hit
 
-    def _evaluate(self, node: cexpr.Node, self_name: Optional[str]) -> Evaluation:
+    def _evaluate(self, node: cexpr.Node, self_name: str | None) -> Evaluation:
         raw, unknowns, derived = self._raw(node, self_name)
         values = tuple(None if v is None else v[0] != 0 for v in raw)
         return Evaluation(values, frozenset(unknowns), frozenset(derived))
 
-    def _raw(self, node: cexpr.Node, self_name: Optional[str]) -> tuple[list[cexpr.Value], set[str], set[str]]:
+    def _raw(self, node: cexpr.Node, self_name: str | None) -> tuple[list[cexpr.Value], set[str], set[str]]:
         """Integer value per target, with the unknown and derived names it went through."""
         unknowns: set[str] = set()
         derived: set[str] = set()
@@ -322,5 +321,3 @@ def _and(a: Tri, b: Tri) -> Tri:
     if a is None or b is None:
         return None
     return True
-
-

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from auditor.cuda.directives import Directive
 
@@ -59,7 +58,7 @@ class Definition:
     """A ``#define`` (or ``#undef`` with ``body=None``) and where it is compiled."""
 
     name: str
-    body: Optional[str]
+    body: str | None
     function_like: bool
     line: int
     constraints: tuple[Constraint, ...]
@@ -90,7 +89,7 @@ def _negate(cond: str) -> str:
     return f"!({cond})"
 
 
-def _include_guard(directives: list[Directive]) -> Optional[int]:
+def _include_guard(directives: list[Directive]) -> int | None:
     """Index of the ``#endif`` that closes an include guard wrapping the file, if any."""
     conds = [i for i, d in enumerate(directives) if d.keyword not in ("define", "undef")]
     if len(directives) < 3 or not conds or conds[0] != 0:
@@ -182,5 +181,3 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
         raise StructureError(f"#{stack[-1][3][0]} at line {stack[-1][3][2]} is never closed")
     branches.sort(key=lambda b: b.line)
     return Structure(tuple(branches), tuple(definitions), tuple(enclosing))
-
-

@@ -28,8 +28,8 @@ from __future__ import annotations
 import io
 import re
 import struct
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
 
 from elftools.elf.elffile import ELFFile
 
@@ -273,7 +273,9 @@ def _classify(raw: _Raw) -> EmbeddedCode:
             suffix = suffix or seen_suffix
             if seen_number != number:
                 notes.append(f"payload says {prefix}{seen_number}{seen_suffix}")
-    return EmbeddedCode(kind=name, target=f"{prefix}{number}{suffix}", compressed=bool(compression), note="; ".join(notes))
+    return EmbeddedCode(
+        kind=name, target=f"{prefix}{number}{suffix}", compressed=bool(compression), note="; ".join(notes)
+    )
 
 
 def _readable(payload: bytes, compression: str, unpacked: int) -> tuple[bytes, str]:

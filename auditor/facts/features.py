@@ -66,8 +66,18 @@ def facts() -> tuple[Fact, ...]:
         except re.error:
             continue
         on = tuple((cap, row[col]) for col, cap in _ON_COLUMNS.items() if row.get(col))
-        rows.append(Fact(row["token"], row["feature"], row["min_arch"], row["arch_specific"], on,
-                         row["notes"], row["source_url"], pattern))
+        rows.append(
+            Fact(
+                row["token"],
+                row["feature"],
+                row["min_arch"],
+                row["arch_specific"],
+                on,
+                row["notes"],
+                row["source_url"],
+                pattern,
+            )
+        )
     rows.sort(key=lambda f: -len(f.token))
     return tuple(rows)
 
@@ -144,8 +154,9 @@ def scan_region(text: str, first_line: int) -> list[tuple[int, str, Fact]]:
 
 def feature(line: int, token: str, fact: Fact) -> Feature:
     """A found fact as the model records it."""
-    return Feature(token=token, line=line, feature=fact.feature, min_arch=fact.min_arch,
-                   on_target=fact.on, notes=fact.notes)
+    return Feature(
+        token=token, line=line, feature=fact.feature, min_arch=fact.min_arch, on_target=fact.on, notes=fact.notes
+    )
 
 
 def find(lines: list[str], first: int, last: int, limit: int = 40) -> tuple[Feature, ...]:

@@ -70,7 +70,7 @@ def literals() -> tuple[bytes, ...]:
     for tok in _raw()["tokens"]:
         m = re.match(r"[A-Za-z0-9_]*", tok)
         lit = m.group(0)
-        if tok[len(lit):len(lit) + 1] in ("?", "*", "{"):
+        if tok[len(lit) : len(lit) + 1] in ("?", "*", "{"):
             lit = lit[:-1]
         out.append(lit.encode())
     return tuple(dict.fromkeys(out))

@@ -12,16 +12,17 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any
 
 from auditor import __version__
-from auditor.model import Feature, FileError, Finding, Gate, Resolution
 from auditor.cuda.structure import Branch, Definition, Structure
+from auditor.model import Feature, FileError, Finding, Gate, Resolution
 
 SCHEMA = 2
 
@@ -73,8 +74,8 @@ def input_digest(files: Iterable[tuple[str, str, str, str]]) -> str:
 class Cache:
     """A key/value store of JSON documents; every failure degrades to a miss."""
 
-    def __init__(self, directory: Optional[Path]):
-        self.db: Optional[sqlite3.Connection] = None
+    def __init__(self, directory: Path | None):
+        self.db: sqlite3.Connection | None = None
         if directory is None:
             return
         try:
@@ -103,8 +104,9 @@ class Cache:
         try:
             for i in range(0, len(unique), 500):
                 part = unique[i : i + 500]
-                rows = self.db.execute(f"SELECT key, value FROM entries WHERE key IN ({','.join('?' * len(part))})",
-                                       part).fetchall()
+                rows = self.db.execute(
+                    f"SELECT key, value FROM entries WHERE key IN ({','.join('?' * len(part))})", part
+                ).fetchall()
                 for key, value in rows:
                     entry = _open(key, value)
                     if entry is not None:
@@ -119,7 +121,9 @@ class Cache:
             return
         try:
             with self.db:
-                self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)", [(k, _seal(k, v)) for k, v in items])
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO entries VALUES (?, ?)", [(k, _seal(k, v)) for k, v in items]
+                )
         except (sqlite3.Error, ValueError, TypeError):
             pass
 
@@ -217,8 +221,10 @@ def decode_gates(d: Any) -> list[Gate]:
             _int(v[i])
         for i in strs:
             _str(v[i])
-        v[feats] = tuple(Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n))
-                         for t, ln, f, m, on, n in v[feats])
+        v[feats] = tuple(
+            Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n))
+            for t, ln, f, m, on, n in v[feats]
+        )
         v[res] = tuple(Resolution(_str(n), _str(f), _int(ln), _str(dt)) for n, f, ln, dt in v[res])
         first, last = v[body]
         v[body] = (_int(first), _int(last))
@@ -235,7 +241,7 @@ def encode_result(gates: Sequence[Gate], errors: Sequence[FileError]) -> dict:
     return {"gates": encode_gates(gates), "errors": [[e.file, e.reason, e.input] for e in errors]}
 
 
-def decode_result(d: Any) -> Optional[tuple[list[Gate], list[FileError]]]:
+def decode_result(d: Any) -> tuple[list[Gate], list[FileError]] | None:
     """Gates and errors, or None when the entry is not what we wrote."""
     try:
         return decode_gates(d["gates"]), _errors(d["errors"])
@@ -243,24 +249,30 @@ def decode_result(d: Any) -> Optional[tuple[list[Gate], list[FileError]]]:
         return None
 
 
-def encode_final(gates: Sequence[Gate], findings: Sequence[Finding], errors: Sequence[FileError],
-                 records: Sequence[dict]) -> dict:
+def encode_final(
+    gates: Sequence[Gate], findings: Sequence[Finding], errors: Sequence[FileError], records: Sequence[dict]
+) -> dict:
     """One input's finished result: gates with features, findings, errors, binary records."""
-    return {"gates": encode_gates(gates),
-            "findings": [[getattr(f, x.name) for x in fields(Finding)] for f in findings],
-            "errors": [[e.file, e.reason, e.input] for e in errors],
-            "binaries": [dict(r, entries=[dict(e) for e in r["entries"]]) for r in records]}
+    return {
+        "gates": encode_gates(gates),
+        "findings": [[getattr(f, x.name) for x in fields(Finding)] for f in findings],
+        "errors": [[e.file, e.reason, e.input] for e in errors],
+        "binaries": [dict(r, entries=[dict(e) for e in r["entries"]]) for r in records],
+    }
 
 
-def decode_final(d: Any) -> Optional[tuple[list[Gate], list[Finding], list[FileError], tuple[dict, ...]]]:
+def decode_final(d: Any) -> tuple[list[Gate], list[Finding], list[FileError], tuple[dict, ...]] | None:
     """Inverse of encode_final, or None when the entry is not what we wrote."""
     try:
         gates = decode_gates(d["gates"])
-        findings = [Finding(_str(r), _str(s), _str(g), _str(f), _int(ln), _str(m), _str(c), _str(k), _str(i))
-                    for r, s, g, f, ln, m, c, k, i in d["findings"]]
+        findings = [
+            Finding(_str(r), _str(s), _str(g), _str(f), _int(ln), _str(m), _str(c), _str(k), _str(i))
+            for r, s, g, f, ln, m, c, k, i in d["findings"]
+        ]
         errors = _errors(d["errors"])
-        records = tuple(dict(r, entries=tuple(dict(e) for e in r["entries"]), verdicts=dict(r["verdicts"]))
-                        for r in d["binaries"])
+        records = tuple(
+            dict(r, entries=tuple(dict(e) for e in r["entries"]), verdicts=dict(r["verdicts"])) for r in d["binaries"]
+        )
         if not all(isinstance(r["path"], str) for r in records):
             return None
         return gates, findings, errors, records
@@ -271,8 +283,18 @@ def decode_final(d: Any) -> Optional[tuple[list[Gate], list[Finding], list[FileE
 def encode_structure(s: Structure) -> list:
     """A file's structure as nested lists."""
     return [
-        [[b.keyword, b.expression, b.line, b.end_line, list(b.body), [list(c) for c in b.inherited],
-          [list(c) for c in b.local]] for b in s.branches],
+        [
+            [
+                b.keyword,
+                b.expression,
+                b.line,
+                b.end_line,
+                list(b.body),
+                [list(c) for c in b.inherited],
+                [list(c) for c in b.local],
+            ]
+            for b in s.branches
+        ],
         [[d.name, d.body, d.function_like, d.line, [list(c) for c in d.constraints]] for d in s.definitions],
         [[a, b, [list(c) for c in cs]] for a, b, cs in s.enclosing],
     ]
@@ -287,9 +309,13 @@ def decode_structure(d: Any) -> Structure:
         return out
 
     return Structure(
-        tuple(Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc))
-              for k, e, l1, l2, b, i, lc in branches),
-        tuple(Definition(str(n), None if b is None else str(b), bool(f), int(ln), constraints(c))
-              for n, b, f, ln, c in definitions),
+        tuple(
+            Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc))
+            for k, e, l1, l2, b, i, lc in branches
+        ),
+        tuple(
+            Definition(str(n), None if b is None else str(b), bool(f), int(ln), constraints(c))
+            for n, b, f, ln, c in definitions
+        ),
         tuple((int(a), int(b), constraints(cs)) for a, b, cs in enclosing),
     )

@@ -9,11 +9,11 @@ in it, or anything of the wrong shape, is a miss.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
-from auditor.pipeline.cache import Cache, json_digest
 from auditor.model import SEVERITIES, AuditResult
+from auditor.pipeline.cache import Cache, json_digest
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,14 @@ class Outcome:
     failed: bool
 
     @classmethod
-    def of(cls, result: AuditResult) -> "Outcome":
-        lines = tuple(f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}"
-                      for e in result.errors)
-        return cls(lines, tuple(sorted({f.severity for f in result.findings})),
-                   bool(dict(result.extras).get("failed_inputs")))
+    def of(cls, result: AuditResult) -> Outcome:
+        lines = tuple(
+            f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}"
+            for e in result.errors
+        )
+        return cls(
+            lines, tuple(sorted({f.severity for f in result.findings})), bool(dict(result.extras).get("failed_inputs"))
+        )
 
 
 def _slots(key: str, inputs: Sequence[str], link_base: str, formats) -> dict[str, tuple[str, str]]:
@@ -42,8 +45,9 @@ def _strings(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
-def find(store: Cache, key: str, inputs: Sequence[str], link_base: str,
-         formats) -> Optional[tuple[dict[str, str], Outcome]]:
+def find(
+    store: Cache, key: str, inputs: Sequence[str], link_base: str, formats
+) -> tuple[dict[str, str], Outcome] | None:
     """The texts kept for the result named ``key`` and its outcome; None unless every format is there."""
     if not key or not formats:
         return None
@@ -51,20 +55,39 @@ def find(store: Cache, key: str, inputs: Sequence[str], link_base: str,
     outcome = None
     for fmt, (slot, want) in _slots(key, inputs, link_base, formats).items():
         hit = store.get(slot)
-        if not isinstance(hit, dict) or hit.get("key") != want or not isinstance(hit.get("text"), str) \
-                or not _strings(hit.get("errors")) or not _strings(hit.get("severities")) \
-                or not set(hit["severities"]) <= set(SEVERITIES) or not isinstance(hit.get("failed"), bool):
+        if (
+            not isinstance(hit, dict)
+            or hit.get("key") != want
+            or not isinstance(hit.get("text"), str)
+            or not _strings(hit.get("errors"))
+            or not _strings(hit.get("severities"))
+            or not set(hit["severities"]) <= set(SEVERITIES)
+            or not isinstance(hit.get("failed"), bool)
+        ):
             return None
         texts[fmt] = hit["text"]
         outcome = Outcome(tuple(hit["errors"]), tuple(hit["severities"]), hit["failed"])
     return texts, outcome
 
 
-def keep(store: Cache, key: str, inputs: Sequence[str], link_base: str, texts: dict[str, str],
-         outcome: Outcome) -> None:
+def keep(
+    store: Cache, key: str, inputs: Sequence[str], link_base: str, texts: dict[str, str], outcome: Outcome
+) -> None:
     """Keep each format's text for the next scan of the result named ``key``."""
     if not key:
         return
-    store.put_many([(slot, {"key": want, "text": texts[f], "errors": list(outcome.errors),
-                            "severities": list(outcome.severities), "failed": outcome.failed})
-                    for f, (slot, want) in _slots(key, inputs, link_base, texts).items()])
+    store.put_many(
+        [
+            (
+                slot,
+                {
+                    "key": want,
+                    "text": texts[f],
+                    "errors": list(outcome.errors),
+                    "severities": list(outcome.severities),
+                    "failed": outcome.failed,
+                },
+            )
+            for f, (slot, want) in _slots(key, inputs, link_base, texts).items()
+        ]
+    )

@@ -16,26 +16,45 @@ import multiprocessing
 import os
 import queue
 from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 from auditor import __version__, arch
-from auditor.facts import binaries
-from auditor.cuda import gates as cuda_gates
-from auditor.rules import engine
-from auditor.facts import features
-from auditor.python import extract as python_gates
-from auditor.rules import rulebook
 from auditor.arch import Target
-from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
-from auditor.pipeline.cache import Cache, content_digest, decode_final, decode_result, decode_structure, encode_final, encode_result, encode_structure, input_digest, json_digest, tool_digest
-from auditor.cuda.structure import Structure
+from auditor.cuda import gates as cuda_gates
 from auditor.cuda.macros import Evaluator, MacroTable
+from auditor.cuda.structure import Structure
+from auditor.facts import binaries, features
+from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo, SourceFile
+from auditor.pipeline.cache import (
+    Cache,
+    content_digest,
+    decode_final,
+    decode_result,
+    decode_structure,
+    encode_final,
+    encode_result,
+    encode_structure,
+    input_digest,
+    json_digest,
+    tool_digest,
+)
+from auditor.python import extract as python_gates
+from auditor.rules import engine, rulebook
 from auditor.sources import (
-    Filters, InputError, LazyFile, Origin, Provider, ReadError, close_archives, provider_for, providers, read_all,
+    Filters,
+    InputError,
+    LazyFile,
+    Origin,
+    Provider,
+    ReadError,
+    close_archives,
+    provider_for,
+    providers,
+    read_all,
     read_origin,
 )
 
@@ -51,20 +70,19 @@ class Options:
     filters: Filters = Filters()
     jobs: int = 0
     """Worker processes; 0 means one per CPU."""
-    download_dir: Optional[Path] = None
+    download_dir: Path | None = None
     """Where ``name==version`` downloads are kept."""
-    cache_dir: Optional[Path] = None
+    cache_dir: Path | None = None
     """Where results are cached; None disables the cache."""
-    progress: Optional[Callable[[str, int, int], None]] = None
+    progress: Callable[[str, int, int], None] | None = None
     """Called as (stage, done, total) while scanning; never for the result."""
-    rules: Optional[tuple[rulebook.Rule, ...]] = None
+    rules: tuple[rulebook.Rule, ...] | None = None
     """The rules to apply; None means the built-in ones."""
     select: tuple[str, ...] = ()
     """Only these rule ids (empty: all)."""
     ignore: tuple[str, ...] = ()
     baseline: frozenset[tuple[str, str]] = frozenset()
     """Findings already known (``engine.load_baseline``); they are not reported again."""
-
 
 
 CHUNK_BYTES = 8 * 2**20
@@ -77,7 +95,7 @@ MARKER = b"archaudit:"
 class FileRead:
     """What the first read of a file told: why it could not be read, or its digest and marker."""
 
-    error: Optional[str] = None
+    error: str | None = None
     digest: str = ""
     """Content digest (only when a cache asked for it)."""
     marker: bool = False
@@ -152,11 +170,12 @@ class _Runner:
         if use_pool:
             context = multiprocessing.get_context()
             self.channel = context.Queue() if progress else None
-            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context,
-                                            initializer=_open_channel, initargs=(self.channel,))
+            self.pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=context, initializer=_open_channel, initargs=(self.channel,)
+            )
         self.progress = progress
 
-    def __enter__(self) -> "_Runner":
+    def __enter__(self) -> _Runner:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -225,7 +244,7 @@ class _Runner:
         return out
 
 
-def scan_cuda(files: Sequence, runner: _Runner, store: Optional[Cache] = None, digests: Sequence[str] = ()) -> list:
+def scan_cuda(files: Sequence, runner: _Runner, store: Cache | None = None, digests: Sequence[str] = ()) -> list:
     """Per-file structure of C/CUDA files (cached by content digest), in parallel when it pays:
     a FileScan, None for a file with no directive or CCCL call, or a FileError."""
     results: list = [None] * len(files)
@@ -244,8 +263,9 @@ def scan_cuda(files: Sequence, runner: _Runner, store: Optional[Cache] = None, d
     for i, (read, r) in zip(misses, computed):
         results[i] = FileError(files[i].path, read.error, files[i].input) if read.error else r
     if store:
-        store.put_many([(keys[i], _encode_scan(results[i])) for i, (read, _) in zip(misses, computed)
-                        if read.error is None])
+        store.put_many(
+            [(keys[i], _encode_scan(results[i])) for i, (read, _) in zip(misses, computed) if read.error is None]
+        )
     return results
 
 
@@ -276,14 +296,20 @@ def _decode_scan(entry, f):
         return _MISS
 
 
-def _python_files(files: Sequence, reads: Optional[Sequence[tuple[FileRead, object]]]) -> list:
+def _python_files(files: Sequence, reads: Sequence[tuple[FileRead, object]] | None) -> list:
     if reads is None:
         return [f for f in files if f.language == "python"]
     return [f for f, (r, _) in zip(files, reads) if f.language == "python" and r.error is None]
 
 
-def _cuda_gates(files: Sequence, reads: Sequence[tuple[FileRead, object]], scanned: bool, input_name: str,
-                store: Optional[Cache], runner: _Runner) -> tuple[list[Gate], list[FileError]]:
+def _cuda_gates(
+    files: Sequence,
+    reads: Sequence[tuple[FileRead, object]],
+    scanned: bool,
+    input_name: str,
+    store: Cache | None,
+    runner: _Runner,
+) -> tuple[list[Gate], list[FileError]]:
     """C/CUDA gates and the input's read and scan errors. ``reads``: the first read of every
     file (:meth:`_Runner.map`), with the structure of C/CUDA files when ``scanned`` then."""
     errors = [FileError(f.path, r.error, input_name) for f, (r, _) in zip(files, reads) if r.error]
@@ -346,8 +372,9 @@ def _merge(ranges) -> list[tuple[int, int]]:
     return [(a, b) for a, b in merged]
 
 
-def apply_rules(gates: Sequence[Gate], files: Sequence[SourceFile], options: Options,
-                packages: Optional[dict] = None) -> list[Finding]:
+def apply_rules(
+    gates: Sequence[Gate], files: Sequence[SourceFile], options: Options, packages: dict | None = None
+) -> list[Finding]:
     """Findings for one input's gates; its files hold the suppression comments.
 
     ``packages``: per package, the best loadability of its binaries per target label
@@ -355,8 +382,9 @@ def apply_rules(gates: Sequence[Gate], files: Sequence[SourceFile], options: Opt
     """
     rules = rulebook.builtin() if options.rules is None else options.rules
     sources = [f for f in files if f.language not in ("binary", "binary-listing")]
-    return engine.apply(rules, gates, options.targets, sources, options.select, options.ignore, options.baseline,
-                        packages or {})
+    return engine.apply(
+        rules, gates, options.targets, sources, options.select, options.ignore, options.baseline, packages or {}
+    )
 
 
 def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[binaries.BinaryListing], list[FileError]]:
@@ -364,9 +392,15 @@ def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[bi
     listings, errors = [], []
     for f in sorted((f for f in files if f.language in ("binary", "binary-listing")), key=lambda f: f.path):
         if f.language == "binary-listing":  # a rule example's stand-in (rulebook.Example.sources)
-            listings.append(binaries.BinaryListing(f.path, tuple(
-                binaries.EmbeddedCode("ptx" if t.startswith("compute_") else "sass", t, False, "rule example")
-                for t in json.loads(f.data))))
+            listings.append(
+                binaries.BinaryListing(
+                    f.path,
+                    tuple(
+                        binaries.EmbeddedCode("ptx" if t.startswith("compute_") else "sass", t, False, "rule example")
+                        for t in json.loads(f.data)
+                    ),
+                )
+            )
             continue
         try:
             listings.append(binaries.read_embedded(f.data, f.path))
@@ -378,17 +412,22 @@ def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[bi
 _RANK = {"native": 2, "jit": 1, "none": 0}
 
 
-def binary_records(listings: Sequence[binaries.BinaryListing], input_name: str,
-                   targets: Sequence[Target]) -> tuple[dict, ...]:
+def binary_records(
+    listings: Sequence[binaries.BinaryListing], input_name: str, targets: Sequence[Target]
+) -> tuple[dict, ...]:
     """Listings as plain data: path, package, entries, per-target verdict (``{}`` without GPU code)."""
-    return tuple({
-        "path": b.path,
-        "package": b.path.split("/", 1)[0],
-        "input": input_name,
-        "entries": tuple({"kind": e.kind, "target": e.target, "compressed": e.compressed, "note": e.note}
-                         for e in b.entries),
-        "verdicts": {t.label: binaries.loadability(b.entries, t.capability) for t in targets} if b.entries else {},
-    } for b in listings)
+    return tuple(
+        {
+            "path": b.path,
+            "package": b.path.split("/", 1)[0],
+            "input": input_name,
+            "entries": tuple(
+                {"kind": e.kind, "target": e.target, "compressed": e.compressed, "note": e.note} for e in b.entries
+            ),
+            "verdicts": {t.label: binaries.loadability(b.entries, t.capability) for t in targets} if b.entries else {},
+        }
+        for b in listings
+    )
 
 
 def package_verdicts(records: Sequence[dict]) -> dict[str, dict[str, str]]:
@@ -404,7 +443,7 @@ def package_verdicts(records: Sequence[dict]) -> dict[str, dict[str, str]]:
     return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
 
 
-def audit_input_binaries(files: Sequence, input_name: str, options: Options, store: Optional[Cache] = None):
+def audit_input_binaries(files: Sequence, input_name: str, options: Options, store: Cache | None = None):
     """:func:`audit_input`, plus the input's binary records (:func:`binary_records`).
 
     Each file is read once up front (in the workers: digest for the cache, suppression marker,
@@ -434,8 +473,7 @@ def _survey(files: list, input_name: str, options: Options) -> _Survey:
     return _Survey(reads, f"result:{digest}:{config_digest(options)}:{input_name}", f"input:{digest}:{input_name}")
 
 
-def _evaluate(files: list, input_name: str, options: Options, store: Optional[Cache],
-              survey: Optional[_Survey]) -> tuple:
+def _evaluate(files: list, input_name: str, options: Options, store: Cache | None, survey: _Survey | None) -> tuple:
     """One input's result: from the cache when it holds it, else computed (and stored).
     Without a cache (no ``survey``) the Python pass starts first, beside the workers' first
     read of the files."""
@@ -444,7 +482,7 @@ def _evaluate(files: list, input_name: str, options: Options, store: Optional[Ca
         if hit is not None:
             return hit
     with _Runner(options.jobs, len(files), options.progress) as runner:
-        py_future: Optional[Future] = None
+        py_future: Future | None = None
         if survey is None:
             py_future = runner.python(_python_files(files, None))
             reads = runner.map(files, digest=False, scan=True)
@@ -489,13 +527,16 @@ def config_digest(options: Options) -> str:
     parts = [
         [repr(t) for t in options.targets],
         [[r.id, r.name, r.severity, list(r.languages), list(r.kinds), r.condition, r.message, r.source] for r in rules],
-        sorted(options.select), sorted(options.ignore), sorted(map(list, options.baseline)),
+        sorted(options.select),
+        sorted(options.ignore),
+        sorted(map(list, options.baseline)),
     ]
     return json_digest(parts)
 
 
-def audit_input(files: Sequence, input_name: str, options: Options,
-                store: Optional[Cache] = None) -> tuple[list[Gate], list[Finding], list[FileError]]:
+def audit_input(
+    files: Sequence, input_name: str, options: Options, store: Cache | None = None
+) -> tuple[list[Gate], list[Finding], list[FileError]]:
     """One input, all stages: gates with what they guard, findings, and errors."""
     gates, findings, errors, _ = audit_input_binaries(files, input_name, options, store)
     return gates, findings, errors
@@ -545,16 +586,20 @@ class Scan:
             if self.store is not None:
                 self.inputs = [x for x in map(self._survey, provs) if x is not None]
                 if self.inputs:
-                    self.key = json_digest([
-                        sorted([x.survey.final_key, [[e.file, e.reason, e.input] for e in x.read_errors]]
-                               for x in self.inputs),
-                        sorted([spec, str(exc)] for spec, exc in self.failed),
-                    ])
+                    self.key = json_digest(
+                        [
+                            sorted(
+                                [x.survey.final_key, [[e.file, e.reason, e.input] for e in x.read_errors]]
+                                for x in self.inputs
+                            ),
+                            sorted([spec, str(exc)] for spec, exc in self.failed),
+                        ]
+                    )
         except BaseException:
             self.close()
             raise
 
-    def __enter__(self) -> "Scan":
+    def __enter__(self) -> Scan:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -572,14 +617,14 @@ class Scan:
         """The inputs, as given (a cache keeps one report per format and set of inputs)."""
         return [x.provider.spec if isinstance(x, _Listed) else x.spec for x in self.inputs]
 
-    def _list(self, p: Provider) -> Optional[tuple[list, list[FileError]]]:
+    def _list(self, p: Provider) -> tuple[list, list[FileError]] | None:
         try:
             return read_all(p)
         except InputError as exc:
             self.failed.append((p.spec, exc))
             return None
 
-    def _survey(self, p: Provider) -> Optional[_Listed]:
+    def _survey(self, p: Provider) -> _Listed | None:
         listed = self._list(p)
         if listed is None:
             return None
@@ -613,7 +658,7 @@ class Scan:
             raise self.failed[0][1]
         for spec, exc in self.failed:
             reason = str(exc)
-            errors.append(FileError("", reason[len(spec) + 2:] if reason.startswith(f"{spec}: ") else reason, spec))
+            errors.append(FileError("", reason[len(spec) + 2 :] if reason.startswith(f"{spec}: ") else reason, spec))
         extras: list[tuple[str, object]] = []
         if shipped:
             extras.append(("binaries", tuple(sorted(shipped, key=lambda r: (r["input"], r["path"])))))

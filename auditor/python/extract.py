@@ -13,15 +13,15 @@ import bisect
 import gc
 import multiprocessing
 import re
-from typing import Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from auditor import arch, fingerprint, model
 from auditor.facts import names
 from auditor.python.gates import Found, scan_module
 from auditor.python.interp import Interp, capability
-from auditor.python.values import Cap, Func, Props, SelfRef, is_boolish
 from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.symbols import Module, Program, word_pattern, word_starts
+from auditor.python.values import Cap, Func, Props, SelfRef, is_boolish
 
 _MAX_ROUNDS = 6
 _BATCH = 16
@@ -29,12 +29,13 @@ _BATCH = 16
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
-Progress = Optional[Callable[[str, int, int], None]]
+Progress = Callable[[str, int, int], None] | None
 """Called as (step, done, total): ``parse`` per file parsed, ``evaluate`` per batch of modules read."""
 
 
-def extract(files: Sequence[model.SourceFile], jobs: int = 1,
-            progress: Progress = None) -> tuple[list[model.Gate], list[model.FileError]]:
+def extract(
+    files: Sequence[model.SourceFile], jobs: int = 1, progress: Progress = None
+) -> tuple[list[model.Gate], list[model.FileError]]:
     """Gates and unreadable files among the Python files of one input: the program is loaded
     once (:func:`load`), then its modules are read (:func:`read`)."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
@@ -42,14 +43,15 @@ def extract(files: Sequence[model.SourceFile], jobs: int = 1,
     return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress)
 
 
-def read(prog: Program, relevant: "Relevance", inputs: dict[str, str], jobs: int = 1,
-         progress: Progress = None) -> tuple[list[model.Gate], list[model.FileError]]:
+def read(
+    prog: Program, relevant: Relevance, inputs: dict[str, str], jobs: int = 1, progress: Progress = None
+) -> tuple[list[model.Gate], list[model.FileError]]:
     """The gates of a loaded program's modules, read off in batches of neighbours (by path:
     they tend to call the same predicates), each batch with an evaluator of its own, in
     ``jobs`` forked processes that inherit the parsed trees (they cannot be pickled). The
     batches do not depend on ``jobs``, so neither do the gates. ``inputs``: input name by path."""
     paths = sorted(prog.by_path)
-    batches = [paths[i:i + _BATCH] for i in range(0, len(paths), _BATCH)]
+    batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
     global _LOADED
     _LOADED = (prog, relevant, inputs)
     # The loaded program lives until the end: frozen, the cyclic collector stops re-walking its
@@ -136,7 +138,9 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None):
                 progress("parse", i + 1, len(pending))
         # what a settled unit may now reach: the predicates just learned, and whatever the newly
         # loaded modules define (a method on an opaque receiver is found by its name)
-        defined = {n for m in loaded for n in m.bindings} | {n for m in loaded for c in m.classes.values() for n in c.bindings}
+        defined = {n for m in loaded for n in m.bindings} | {
+            n for m in loaded for c in m.classes.values() for n in c.bindings
+        }
         news = fresh | defined
         it = Interp(prog, relevant)
         fresh = set()
@@ -319,12 +323,28 @@ def _finish(mod: Module, found: list[Found], input_name: str) -> list[model.Gate
         key = (g.kind, g.context, fingerprint.normalise(g.expression))
         ordinal = counts.get(key, 0)
         counts[key] = ordinal + 1
-        out.append(model.Gate(
-            id=fingerprint.gate_id(mod.path, g.kind, g.context, g.expression, ordinal),
-            file=mod.path, line=g.line, end_line=g.end_line, language="python", kind=g.kind,
-            expression=g.expression, domain=g.domain, admits=g.admits, unknowns=g.unknowns,
-            resolved_by=g.resolved_by, resolutions=g.resolutions, chain=g.chain, context=g.context,
-            guards=g.guards, surely=g.surely, name_implies=g.name_implies, body_lines=g.body_lines, input=input_name,
-            package=mod.path.split("/", 1)[0],
-        ))
+        out.append(
+            model.Gate(
+                id=fingerprint.gate_id(mod.path, g.kind, g.context, g.expression, ordinal),
+                file=mod.path,
+                line=g.line,
+                end_line=g.end_line,
+                language="python",
+                kind=g.kind,
+                expression=g.expression,
+                domain=g.domain,
+                admits=g.admits,
+                unknowns=g.unknowns,
+                resolved_by=g.resolved_by,
+                resolutions=g.resolutions,
+                chain=g.chain,
+                context=g.context,
+                guards=g.guards,
+                surely=g.surely,
+                name_implies=g.name_implies,
+                body_lines=g.body_lines,
+                input=input_name,
+                package=mod.path.split("/", 1)[0],
+            )
+        )
     return out

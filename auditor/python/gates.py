@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from auditor import arch
-from auditor.model import Resolution
 from auditor.facts import names as names_mod
+from auditor.model import Resolution
 from auditor.python.interp import Interp, capability, line_of, one_line
 from auditor.python.scan import Rec, Scanner
 from auditor.python.symbols import Module
@@ -25,10 +25,27 @@ from auditor.python.symbols import Module
 KIND_ORDER = ("predicate-call", "platform-api", "capability-compare")
 _BOOLEAN = ("boolean_operator", "not_operator", "parenthesized_expression")
 _BOUNDARY = {
-    "expression_statement", "return_statement", "if_statement", "elif_clause", "while_statement",
-    "assert_statement", "for_statement", "with_statement", "block", "module", "decorator", "lambda",
-    "raise_statement", "function_definition", "class_definition", "match_statement", "case_clause",
-    "delete_statement", "else_clause", "if_clause", "for_in_clause",
+    "expression_statement",
+    "return_statement",
+    "if_statement",
+    "elif_clause",
+    "while_statement",
+    "assert_statement",
+    "for_statement",
+    "with_statement",
+    "block",
+    "module",
+    "decorator",
+    "lambda",
+    "raise_statement",
+    "function_definition",
+    "class_definition",
+    "match_statement",
+    "case_clause",
+    "delete_statement",
+    "else_clause",
+    "if_clause",
+    "for_in_clause",
 }
 _TEST_PARENTS = {"if_statement", "elif_clause", "while_statement"}
 
@@ -102,7 +119,9 @@ class Assembler:
         self.it = it
         self.mod = mod
         self.recs = recs
-        self.tainted = sorted((r for r in self.recs.values() if r.taint is not None), key=lambda r: (r.node.start_byte, -r.node.end_byte))
+        self.tainted = sorted(
+            (r for r in self.recs.values() if r.taint is not None), key=lambda r: (r.node.start_byte, -r.node.end_byte)
+        )
         self.caps = arch.capabilities()
 
     def gates(self) -> list[Found]:
@@ -139,7 +158,7 @@ class Assembler:
         if position == "def" and kinds <= {"predicate-call"}:
             return None
         start, end, first = self._span(node, sites)
-        expression = one_line(self.mod.data[start.start_byte:end.end_byte].decode("utf-8", "replace"), 400)
+        expression = one_line(self.mod.data[start.start_byte : end.end_byte].decode("utf-8", "replace"), 400)
         kind = _kind(self.recs[sites[0].id].taint.kinds)
         admits, surely, chain = self._effective(node)
         guards = self._guards(node)
@@ -148,21 +167,39 @@ class Assembler:
         via = t.via
         resolved_by = "name" if "name" in via else "definition" if ("definition" in via or resolutions) else "literal"
         return Found(
-            line=line_of(start), col=start.start_point[1], end_line=end.end_point[0] + 1,
-            kind=kind, expression=expression, domain="device", admits=admits,
-            context=context_of(self.mod, node), unknowns=_unknowns(t.unknowns, expression),
-            resolved_by=resolved_by, resolutions=tuple(sorted(resolutions, key=lambda x: (x.file, x.line, x.name))),
-            chain=chain, guards=guards, surely=surely if guards == "reject" else (), name_implies=self._name_implies(t.names),
+            line=line_of(start),
+            col=start.start_point[1],
+            end_line=end.end_point[0] + 1,
+            kind=kind,
+            expression=expression,
+            domain="device",
+            admits=admits,
+            context=context_of(self.mod, node),
+            unknowns=_unknowns(t.unknowns, expression),
+            resolved_by=resolved_by,
+            resolutions=tuple(sorted(resolutions, key=lambda x: (x.file, x.line, x.name))),
+            chain=chain,
+            guards=guards,
+            surely=surely if guards == "reject" else (),
+            name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
         )
 
     def _sites(self, root: Node) -> list[Node]:
         """The arch tests inside ``root``: tainted nodes with no tainted node inside them."""
-        inside = [r.node for r in self.tainted if root.start_byte <= r.node.start_byte and r.node.end_byte <= root.end_byte]
+        inside = [
+            r.node for r in self.tainted if root.start_byte <= r.node.start_byte and r.node.end_byte <= root.end_byte
+        ]
         out = []
         for n in inside:
-            if not any(m is not n and n.start_byte <= m.start_byte and m.end_byte <= n.end_byte and m.id != n.id
-                       and (m.start_byte, m.end_byte) != (n.start_byte, n.end_byte) for m in inside):
+            if not any(
+                m is not n
+                and n.start_byte <= m.start_byte
+                and m.end_byte <= n.end_byte
+                and m.id != n.id
+                and (m.start_byte, m.end_byte) != (n.start_byte, n.end_byte)
+                for m in inside
+            ):
                 out.append(n)
         return out
 
@@ -174,11 +211,19 @@ class Assembler:
         tested = [n for n in lifted if self.recs.get(n.id) is not None and self.recs[n.id].taint is not None]
         lifted = tested or lifted
         common = _common(lifted, root)
-        while common.id != root.id and common.parent is not None and common.parent.type in ("not_operator", "parenthesized_expression"):
+        while (
+            common.id != root.id
+            and common.parent is not None
+            and common.parent.type in ("not_operator", "parenthesized_expression")
+        ):
             common = common.parent
         if common.type == "boolean_operator":
             operands = _chain(common)
-            hit = [i for i, o in enumerate(operands) if any(o.start_byte <= s.start_byte and s.end_byte <= o.end_byte for s in lifted)]
+            hit = [
+                i
+                for i, o in enumerate(operands)
+                if any(o.start_byte <= s.start_byte and s.end_byte <= o.end_byte for s in lifted)
+            ]
             if hit and (hit[0] > 0 or hit[-1] < len(operands) - 1):
                 return operands[hit[0]], operands[hit[-1]], operands[hit[0]]
         return common, common, common
@@ -194,11 +239,11 @@ class Assembler:
         false too), the capabilities on which it is certainly taken, and its chain."""
         earlier = _earlier_conditions(node)
         admits = tuple(
-            c for c in self.caps
-            if True in self._truths(node, c) and all(False in self._truths(e, c) for e in earlier)
+            c for c in self.caps if True in self._truths(node, c) and all(False in self._truths(e, c) for e in earlier)
         )
-        surely = tuple(c for c in admits if self._truths(node, c) == {True}
-                       and all(self._truths(e, c) == {False} for e in earlier))
+        surely = tuple(
+            c for c in admits if self._truths(node, c) == {True} and all(self._truths(e, c) == {False} for e in earlier)
+        )
         chain = tuple(f"not ({one_line(self.mod.text(e))})" for e in earlier) + (one_line(self.mod.text(node)),)
         return admits, surely, chain
 
@@ -252,12 +297,15 @@ class Assembler:
                         mod = it.prog.modules[key[1]]
                         v = it.global_value(mod, key[2])
                         from auditor.python.values import Func, join
+
                         v = join(*[it.call_func(x, [], {}) if isinstance(x, Func) else _single(x) for x in v.elems])
                     else:
                         from auditor.python.values import Func
+
                         _, module, start, bound, args, kwargs = key
                         v = it.call_func(Func(module, start, "", args, kwargs, bound), [], {})
                     from auditor.python.values import truth
+
                     if True in truth(v):
                         out.add(label)
         finally:
@@ -281,8 +329,14 @@ class Assembler:
             other = next((a for a in ifs.children_by_field_name("alternative") if a.type == "else_clause"), None)
             if other is None:
                 continue
-            conds = [ifs.child_by_field_name("condition")] + [a.child_by_field_name("condition") for a in ifs.children_by_field_name("alternative") if a.type == "elif_clause"]
-            tainted = [c for c in conds if c is not None and (self.recs.get(c.id) and self.recs[c.id].taint is not None)]
+            conds = [ifs.child_by_field_name("condition")] + [
+                a.child_by_field_name("condition")
+                for a in ifs.children_by_field_name("alternative")
+                if a.type == "elif_clause"
+            ]
+            tainted = [
+                c for c in conds if c is not None and (self.recs.get(c.id) and self.recs[c.id].taint is not None)
+            ]
             if not tainted:
                 continue
             admits = tuple(c for c in self.caps if all(False in self._truths(e, c) for e in conds))
@@ -296,7 +350,7 @@ class Assembler:
                 if rec is not None and rec.taint is not None:
                     sites = self._sites(c)
                     s, e, _ = self._span(c, sites) if sites else (c, c, c)
-                    text = one_line(self.mod.data[s.start_byte:e.end_byte].decode("utf-8", "replace"), 200)
+                    text = one_line(self.mod.data[s.start_byte : e.end_byte].decode("utf-8", "replace"), 200)
                     kinds |= rec.taint.kinds
                     t = rec.taint if t is None else t.merge(rec.taint)
                 else:
@@ -304,20 +358,31 @@ class Assembler:
                 parts.append(f"not ({text})")
             body = other.child_by_field_name("body")
             kw = other.child(0)
-            out.append(Found(
-                line=line_of(kw), col=kw.start_point[1], end_line=line_of(kw), kind=_kind(kinds),
-                expression=" and ".join(parts), domain="device", admits=admits, context=context_of(self.mod, ifs),
-                unknowns=_unknowns(t.unknowns, ""), resolved_by="name" if "name" in t.via else "definition" if "definition" in t.via else "literal",
-                resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
-                chain=tuple(parts), guards="reject" if body is not None and any(_rejects(s) for s in body.named_children) else "",
-                name_implies=self._name_implies(t.names),
-                body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
-            ))
+            out.append(
+                Found(
+                    line=line_of(kw),
+                    col=kw.start_point[1],
+                    end_line=line_of(kw),
+                    kind=_kind(kinds),
+                    expression=" and ".join(parts),
+                    domain="device",
+                    admits=admits,
+                    context=context_of(self.mod, ifs),
+                    unknowns=_unknowns(t.unknowns, ""),
+                    resolved_by="name" if "name" in t.via else "definition" if "definition" in t.via else "literal",
+                    resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
+                    chain=tuple(parts),
+                    guards="reject" if body is not None and any(_rejects(s) for s in body.named_children) else "",
+                    name_implies=self._name_implies(t.names),
+                    body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
+                )
+            )
         return out
 
 
 def _single(x):
     from auditor.python.values import val
+
     return val(x)
 
 
@@ -345,7 +410,11 @@ def _position(node: Node) -> str:
     p = n.parent
     if p is None:
         return "use"
-    if p.type == "assignment" and p.child_by_field_name("right") is not None and p.child_by_field_name("right").id == n.id:
+    if (
+        p.type == "assignment"
+        and p.child_by_field_name("right") is not None
+        and p.child_by_field_name("right").id == n.id
+    ):
         left = p.child_by_field_name("left")
         while p.parent is not None and p.parent.type == "assignment":
             p = p.parent

@@ -21,13 +21,40 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from auditor.model import Resolution
 from auditor.facts import names as names_mod
+from auditor.model import Resolution
 from auditor.python.symbols import Binding, ClassInfo, Module, Program, assigned_in, definition_at, destructure, imports
 from auditor.python.values import (
-    ANY, BOOL, NOTHING, UNKNOWN, Cap, ClassRef, ExtRef, Func, Method, ModRef, Props,
-    SelfRef, Taint, Val, Wrapper, binary, bool_and, bool_not, bool_or, compare, is_boolish, is_data,
-    join, make, merge, product, taint, truth, unary, val,
+    ANY,
+    BOOL,
+    NOTHING,
+    UNKNOWN,
+    Cap,
+    ClassRef,
+    ExtRef,
+    Func,
+    Method,
+    ModRef,
+    Props,
+    SelfRef,
+    Taint,
+    Val,
+    Wrapper,
+    binary,
+    bool_and,
+    bool_not,
+    bool_or,
+    compare,
+    is_boolish,
+    is_data,
+    join,
+    make,
+    merge,
+    product,
+    taint,
+    truth,
+    unary,
+    val,
 )
 
 MAX_DEPTH = 40
@@ -37,11 +64,47 @@ MAX_ITEMS = 32
 _CAP_TAINT = taint("capability-compare", "literal")
 _API_TAINT = taint("platform-api", "literal")
 _BUILTINS = {
-    "int", "float", "str", "bool", "tuple", "list", "set", "frozenset", "len", "min", "max", "any",
-    "all", "sum", "abs", "sorted", "range", "map", "isinstance", "hasattr", "getattr", "print", "reversed",
+    "int",
+    "float",
+    "str",
+    "bool",
+    "tuple",
+    "list",
+    "set",
+    "frozenset",
+    "len",
+    "min",
+    "max",
+    "any",
+    "all",
+    "sum",
+    "abs",
+    "sorted",
+    "range",
+    "map",
+    "isinstance",
+    "hasattr",
+    "getattr",
+    "print",
+    "reversed",
 }
-_STR_METHODS = {"startswith", "endswith", "split", "lower", "upper", "strip", "lstrip", "rstrip",
-                "replace", "isdigit", "removeprefix", "removesuffix", "count", "index", "rsplit"}
+_STR_METHODS = {
+    "startswith",
+    "endswith",
+    "split",
+    "lower",
+    "upper",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "replace",
+    "isdigit",
+    "removeprefix",
+    "removesuffix",
+    "count",
+    "index",
+    "rsplit",
+}
 
 
 def capability(label: str) -> Cap:
@@ -70,7 +133,7 @@ class Frame:
     mod: Module
     env: dict | None
     cls: str | None = None
-    parent: "Frame | None" = None
+    parent: Frame | None = None
 
 
 @dataclass(slots=True)
@@ -183,10 +246,21 @@ class Interp:
             elif c.type == "interpolation":
                 expr = c.child_by_field_name("expression")
                 v = self.eval(expr, fr) if expr is not None else ANY
-                if c.child_by_field_name("format_specifier") is not None or c.child_by_field_name("type_conversion") is not None:
+                if (
+                    c.child_by_field_name("format_specifier") is not None
+                    or c.child_by_field_name("type_conversion") is not None
+                ):
                     parts.append(Val(ANY.elems, v.taint))
                 else:
-                    parts.append(make((str(x) if is_data(x) and not isinstance(x, (tuple, frozenset)) else UNKNOWN for x in v.elems), v.taint))
+                    parts.append(
+                        make(
+                            (
+                                str(x) if is_data(x) and not isinstance(x, (tuple, frozenset)) else UNKNOWN
+                                for x in v.elems
+                            ),
+                            v.taint,
+                        )
+                    )
         return _concat(parts)
 
     def e_concat(self, node: Node, fr: Frame) -> Val:
@@ -492,7 +566,12 @@ class Interp:
             for b in bs:
                 if b.kind == "def":
                     kind = _method_kind(b.node)
-                    f = Func(mod.name, b.node.start_byte, attr, bound=kind == "class" or (kind == "self" and isinstance(ref, SelfRef)))
+                    f = Func(
+                        mod.name,
+                        b.node.start_byte,
+                        attr,
+                        bound=kind == "class" or (kind == "self" and isinstance(ref, SelfRef)),
+                    )
                     if kind == "property":
                         vals.append(self.call_func(Func(mod.name, b.node.start_byte, attr, bound=True), [], {}))
                     else:
@@ -568,8 +647,16 @@ class Interp:
                 for name, target in imports(mod, n):
                     if name != "*":
                         env[name] = self.import_value(target)
-            elif n.type in ("block", "if_statement", "try_statement", "with_statement", "else_clause", "elif_clause",
-                            "except_clause", "finally_clause"):
+            elif n.type in (
+                "block",
+                "if_statement",
+                "try_statement",
+                "with_statement",
+                "else_clause",
+                "elif_clause",
+                "except_clause",
+                "finally_clause",
+            ):
                 stack.extend(n.named_children)
         return env
 
@@ -636,8 +723,20 @@ class Interp:
             return val(t.returns[x.path])
         if last in t.partial and args:
             fn = args[0]
-            out = [Func(f.module, f.start, f.name, f.args + tuple(args[1:]), f.kwargs + tuple(sorted(kwargs.items())), f.bound, f.alias)
-                   if isinstance(f, Func) else UNKNOWN for f in fn.elems]
+            out = [
+                Func(
+                    f.module,
+                    f.start,
+                    f.name,
+                    f.args + tuple(args[1:]),
+                    f.kwargs + tuple(sorted(kwargs.items())),
+                    f.bound,
+                    f.alias,
+                )
+                if isinstance(f, Func)
+                else UNKNOWN
+                for f in fn.elems
+            ]
             return make(out, fn.taint)
         if last in t.wrappers:
             if args and any(isinstance(f, Func) for f in args[0].elems):
@@ -661,7 +760,7 @@ class Interp:
             for mod, b in self.prog.functions.get(name, ())[:8]:
                 cands.append((mod, b.node if b.kind == "def" else None, b))
         else:
-            for mod, qual, fn in self.prog.methods.get(name, ())[:8]:
+            for mod, _qual, fn in self.prog.methods.get(name, ())[:8]:
                 cands.append((mod, fn, None))
         vals = []
         for mod, fn, b in cands:
@@ -712,11 +811,27 @@ class Interp:
             return Val(BOOL.elems, _taints(args))
         if name in ("getattr", "print"):
             return ANY if name == "getattr" else val(None)
-        fn = {"int": int, "float": float, "str": str, "bool": bool, "tuple": tuple, "list": tuple,
-              "set": frozenset, "frozenset": frozenset, "len": len, "min": min, "max": max, "any": any,
-              "all": all, "sum": sum, "abs": abs, "sorted": lambda x: tuple(sorted(x)), "reversed": lambda x: tuple(reversed(x)),
-              "range": lambda *a: tuple(range(*a)) if len(range(*a)) <= MAX_ITEMS else UNKNOWN,
-              "map": lambda f, xs: UNKNOWN}[name]
+        fn = {
+            "int": int,
+            "float": float,
+            "str": str,
+            "bool": bool,
+            "tuple": tuple,
+            "list": tuple,
+            "set": frozenset,
+            "frozenset": frozenset,
+            "len": len,
+            "min": min,
+            "max": max,
+            "any": any,
+            "all": all,
+            "sum": sum,
+            "abs": abs,
+            "sorted": lambda x: tuple(sorted(x)),
+            "reversed": lambda x: tuple(reversed(x)),
+            "range": lambda *a: tuple(range(*a)) if len(range(*a)) <= MAX_ITEMS else UNKNOWN,
+            "map": lambda f, xs: UNKNOWN,
+        }[name]
         if name == "map" and len(args) == 2:
             return self._map(args)
         return _apply(fn, args)
@@ -844,7 +959,11 @@ class Interp:
                 continue
             if t in ("keyword_separator", "positional_separator", "comment"):
                 continue
-            name_node = p if t == "identifier" else p.child_by_field_name("name") or (p.named_children[0] if p.named_children else None)
+            name_node = (
+                p
+                if t == "identifier"
+                else p.child_by_field_name("name") or (p.named_children[0] if p.named_children else None)
+            )
             if name_node is None or name_node.type != "identifier":
                 continue
             name = name_node.text.decode()
@@ -896,7 +1015,10 @@ class Interp:
             subj = s.child_by_field_name("subject")
             if subj is not None:
                 self.eval(subj, fr)
-            outs = [self.walk(body.named_children, State(dict(st.env), st.live, st.path), fr, rets) for body in case_bodies(s)]
+            outs = [
+                self.walk(body.named_children, State(dict(st.env), st.live, st.path), fr, rets)
+                for body in case_bodies(s)
+            ]
             return self._merge([st, *outs])
         return self.simple(s, st, fr, rets)
 
@@ -974,7 +1096,11 @@ class Interp:
         rhs = node
         if node.type == "augmented_assignment":
             left = node.child_by_field_name("left")
-            v = binary(node.child_by_field_name("operator").type.rstrip("="), self.eval(left, fr), self.eval(node.child_by_field_name("right"), fr))
+            v = binary(
+                node.child_by_field_name("operator").type.rstrip("="),
+                self.eval(left, fr),
+                self.eval(node.child_by_field_name("right"), fr),
+            )
             self._bind(left, v.with_taint(st.path if not self.recording else None), st.env)
             return
         while rhs is not None and rhs.type == "assignment":
@@ -1035,7 +1161,9 @@ class Interp:
 
     def s_loop(self, s: Node, st: State, fr: Frame, rets: list) -> State:
         entry = self.loop_entry(s, st, fr)
-        after = self.walk(s.child_by_field_name("body").named_children, State(dict(entry.env), entry.live, entry.path), fr, rets)
+        after = self.walk(
+            s.child_by_field_name("body").named_children, State(dict(entry.env), entry.live, entry.path), fr, rets
+        )
         out = self.loop_exit(entry, after)
         alt = s.child_by_field_name("alternative")
         if alt is not None:
@@ -1129,8 +1257,11 @@ def if_clauses(s: Node):
 
 def case_bodies(s: Node) -> list[Node]:
     body = s.child_by_field_name("body")
-    return [c.child_by_field_name("consequence") for c in (body.named_children if body is not None else [])
-            if c.type == "case_clause" and c.child_by_field_name("consequence") is not None]
+    return [
+        c.child_by_field_name("consequence")
+        for c in (body.named_children if body is not None else [])
+        if c.type == "case_clause" and c.child_by_field_name("consequence") is not None
+    ]
 
 
 def handler_body(clause: Node) -> list[Node]:
@@ -1260,7 +1391,10 @@ def _taints(vals) -> Taint | None:
 
 def _concat(parts: list[Val]) -> Val:
     out = product(parts) if parts else val("")
-    return make(("".join(x) if isinstance(x, tuple) and all(isinstance(p, str) for p in x) else UNKNOWN for x in out.elems), out.taint)
+    return make(
+        ("".join(x) if isinstance(x, tuple) and all(isinstance(p, str) for p in x) else UNKNOWN for x in out.elems),
+        out.taint,
+    )
 
 
 def _unescape(text: str, raw: bool) -> str:

@@ -15,8 +15,8 @@ import re
 from tree_sitter import Node
 
 from auditor import arch
-from auditor.model import Resolution
 from auditor.facts import names as names_mod
+from auditor.model import Resolution
 from auditor.python.gates import Found, context_of
 from auditor.python.interp import Frame, Interp, line_of, one_line
 from auditor.python.symbols import Module
@@ -95,10 +95,17 @@ def _listed(it: Interp, mod: Module, node: Node, entry: dict):
         cls = _up(where, "class_definition")
         body = cls or where
     return where.id, Found(
-        line=line_of(where), col=where.start_point[1], end_line=where.end_point[0] + 1, kind="major-list",
-        expression=one_line(mod.text(where), 400), domain=domain, admits=admits,
-        context=context_of(mod, context_node), resolved_by="definition" if resolution else "literal",
-        resolutions=(resolution,) if resolution else (), body_lines=(line_of(body), body.end_point[0] + 1),
+        line=line_of(where),
+        col=where.start_point[1],
+        end_line=where.end_point[0] + 1,
+        kind="major-list",
+        expression=one_line(mod.text(where), 400),
+        domain=domain,
+        admits=admits,
+        context=context_of(mod, context_node),
+        resolved_by="definition" if resolution else "literal",
+        resolutions=(resolution,) if resolution else (),
+        body_lines=(line_of(body), body.end_point[0] + 1),
     )
 
 
@@ -177,9 +184,15 @@ def _flag_gate(mod: Module, s: Node, admits) -> Found:
     while stmt.parent is not None and stmt.parent.type not in ("block", "module"):
         stmt = stmt.parent
     return Found(
-        line=line_of(s), col=s.start_point[1], end_line=s.end_point[0] + 1, kind="gencode-flags",
-        expression=one_line(mod.text(s), 400), domain="target", admits=arch.sort_archs("target", admits),
-        context=context_of(mod, s), body_lines=(line_of(stmt), stmt.end_point[0] + 1),
+        line=line_of(s),
+        col=s.start_point[1],
+        end_line=s.end_point[0] + 1,
+        kind="gencode-flags",
+        expression=one_line(mod.text(s), 400),
+        domain="target",
+        admits=arch.sort_archs("target", admits),
+        context=context_of(mod, s),
+        body_lines=(line_of(stmt), stmt.end_point[0] + 1),
     )
 
 

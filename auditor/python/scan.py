@@ -23,8 +23,22 @@ from tree_sitter import Node
 from auditor.python.interp import Frame, Interp, State, case_bodies, handler_body, if_clauses
 from auditor.python.symbols import Module
 from auditor.python.values import (
-    ANY, Cap, ClassRef, ExtRef, Func, Method, ModRef, Opaque, Props, SelfRef, Taint, Val, Wrapper,
-    is_boolish, merge, truth,
+    ANY,
+    Cap,
+    ClassRef,
+    ExtRef,
+    Func,
+    Method,
+    ModRef,
+    Opaque,
+    Props,
+    SelfRef,
+    Taint,
+    Val,
+    Wrapper,
+    is_boolish,
+    merge,
+    truth,
 )
 
 States = dict
@@ -64,12 +78,14 @@ class Scanner:
             inner = s.child_by_field_name("definition") if s.type == "decorated_definition" else s
             if inner is not None and inner.type in ("function_definition", "class_definition"):
                 if s.type == "decorated_definition":
-                    states = self.run(states, s, lambda st: self._decorators(s, st, fr))
+                    states = self.run(states, s, lambda st: self._decorators(s, st, fr))  # noqa: B023 (called at once)
                 continue
             states = self.stmt(s, states, fr)
             states = self.each(states, lambda st: self.state(st.env, True))
 
-    def function(self, mod: Module, node: Node, caps: tuple[Cap, ...], parent: Frame | None, cls: str | None = None) -> None:
+    def function(
+        self, mod: Module, node: Node, caps: tuple[Cap, ...], parent: Frame | None, cls: str | None = None
+    ) -> None:
         """A function body with unknown arguments (``self`` known)."""
         if cls is None:
             cls = self.it._class_of(mod, node)
@@ -112,7 +128,7 @@ class Scanner:
             states = self.run(states, s, lambda st: it.with_items(s, st, fr))
             return self.walk(s.child_by_field_name("body").named_children, states, fr)
         if t == "decorated_definition":
-            states = self.run(states, s, lambda st: self._decorators(s, st, fr))
+            states = self.run(states, s, lambda st: self._decorators(s, st, fr))  # noqa: B023 (called at once)
             return self.stmt(s.child_by_field_name("definition"), states, fr)
         if t == "match_statement":
             states = self.run(states, s, lambda st: self._subject(s, st, fr))
@@ -131,7 +147,7 @@ class Scanner:
         cur = states
         for cond, body in clauses:
             it.conditions.add(cond.id)
-            tested = self.run(cur, cond, lambda st: self._test(cond, st, fr))
+            tested = self.run(cur, cond, lambda st: self._test(cond, st, fr))  # noqa: B023 (called at once)
             branch = self.each(tested, lambda r: self.state(r[0].env, r[0].live and True in r[1]))
             cur = self.each(tested, lambda r: self.state(r[0].env, r[0].live and False in r[1]))
             outs.append(self.walk(body.named_children if body is not None else [], branch, fr))

@@ -54,7 +54,7 @@ class ClassInfo:
     node: Node
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     bases: tuple[str, ...] = ()
-    _instance: "dict[str, list[tuple[Node, tuple, Node]]] | None" = None
+    _instance: dict[str, list[tuple[Node, tuple, Node]]] | None = None
 
     def instance_attrs(self) -> dict[str, list[tuple[Node, tuple, Node]]]:
         """``self.x = value`` in the methods: per attribute, (value, index path, method) of each
@@ -86,9 +86,13 @@ def _instance_assignments(fn: Node, out: dict) -> None:
                 rhs = rhs.child_by_field_name("right")
             if rhs is not None:
                 for target in targets:
-                    items = [(target, ())] if target.type == "attribute" else [
-                        (c, (i,)) for i, c in enumerate(target.named_children)] if target.type in (
-                        "pattern_list", "tuple_pattern", "expression_list", "tuple") else []
+                    items = (
+                        [(target, ())]
+                        if target.type == "attribute"
+                        else [(c, (i,)) for i, c in enumerate(target.named_children)]
+                        if target.type in ("pattern_list", "tuple_pattern", "expression_list", "tuple")
+                        else []
+                    )
                     for t, path in items:
                         obj = t.child_by_field_name("object") if t.type == "attribute" else None
                         if obj is not None and obj.type == "identifier" and obj.text == me:
@@ -120,7 +124,7 @@ class Module:
         return self.name if self.is_package else self.name.rpartition(".")[0]
 
     def text(self, node: Node) -> str:
-        return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+        return self.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 _PY2_HINT = re.compile(rb"^[ \t]*(?:print|exec)[ \t]+[^\s(=.,)\]:]", re.M)
@@ -195,7 +199,9 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
         qual = f"{scope}.{name}" if scope else name
         _add(bindings, names, name, Binding("class", stmt))
         supers = stmt.child_by_field_name("superclasses")
-        bases = tuple(dotted(c) for c in supers.named_children if c.type in ("identifier", "attribute")) if supers else ()
+        bases = (
+            tuple(dotted(c) for c in supers.named_children if c.type in ("identifier", "attribute")) if supers else ()
+        )
         info = ClassInfo(mod.name, qual, stmt, bases=bases)
         mod.classes[qual] = info
         body = stmt.child_by_field_name("body")
@@ -210,13 +216,29 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
                 mod.stars.append(target)
             else:
                 _add(bindings, names, name, Binding("import", stmt, target=target))
-    elif t in ("if_statement", "try_statement", "with_statement", "for_statement", "while_statement",
-               "elif_clause", "else_clause", "except_clause", "finally_clause", "block", "match_statement"):
+    elif t in (
+        "if_statement",
+        "try_statement",
+        "with_statement",
+        "for_statement",
+        "while_statement",
+        "elif_clause",
+        "else_clause",
+        "except_clause",
+        "finally_clause",
+        "block",
+        "match_statement",
+    ):
         if t == "for_statement":
             for n in _target_names(stmt.child_by_field_name("left")):
                 _add(bindings, names, n, Binding("opaque"))
         for c in stmt.named_children:
-            if c.type == "block" or c.type.endswith("_clause") or c.type.endswith("_statement") or c.type == "decorated_definition":
+            if (
+                c.type == "block"
+                or c.type.endswith("_clause")
+                or c.type.endswith("_statement")
+                or c.type == "decorated_definition"
+            ):
                 _bind_stmt(mod, c, bindings, scope, names)
 
 
@@ -277,7 +299,9 @@ def definition_at(mod: Module, start: int) -> Node | None:
 
 @cache
 def _targets() -> Query:
-    return Query(parser().language, "(assignment left: (_) @t) (augmented_assignment left: (_) @t) (for_statement left: (_) @t)")
+    return Query(
+        parser().language, "(assignment left: (_) @t) (augmented_assignment left: (_) @t) (for_statement left: (_) @t)"
+    )
 
 
 _SCOPES = frozenset({"function_definition", "class_definition", "lambda"})
@@ -382,7 +406,7 @@ class Program:
             del self.modules[mod.name]
         self.by_path.pop(mod.path, None)
         for table in (self.functions, self.methods):
-            for name, entries in table.items():
+            for _name, entries in table.items():
                 entries[:] = [e for e in entries if e[0] is not mod]
 
     def add(self, mod: Module) -> None:
@@ -435,7 +459,7 @@ def word_starts(pattern: re.Pattern, data: bytes) -> list[int]:
     out = []
     for m in pattern.finditer(data):
         i = m.start()
-        if i == 0 or not (data[i - 1:i].isalnum() or data[i - 1] == 95):
+        if i == 0 or not (data[i - 1 : i].isalnum() or data[i - 1] == 95):
             out.append(i)
     return out
 

@@ -123,7 +123,7 @@ class Taint:
     """Predicates resolved by definition whose names promise something (for name_implies)."""
     unknowns: tuple = ()
 
-    def merge(self, other: "Taint | None") -> "Taint":
+    def merge(self, other: Taint | None) -> Taint:
         if other is None or other is self:
             return self
         return Taint(
@@ -154,7 +154,7 @@ class Val:
     elems: frozenset
     taint: Taint | None = field(default=None)
 
-    def with_taint(self, t: Taint | None) -> "Val":
+    def with_taint(self, t: Taint | None) -> Val:
         return self if t is None else Val(self.elems, merge(self.taint, t))
 
     def only(self):
@@ -228,7 +228,8 @@ def truth(v: Val) -> frozenset:
 def is_boolish(v: Val) -> bool:
     """A truth value (``None`` allowed beside it: a predicate may fall off its end)."""
     return any(x is not None for x in v.elems) and all(
-        x is None or isinstance(x, bool) or x is TRUTHY or x is FALSY for x in v.elems)
+        x is None or isinstance(x, bool) or x is TRUTHY or x is FALSY for x in v.elems
+    )
 
 
 def _short_circuit(a: Val, b_thunk, stop: bool) -> Val:
@@ -267,15 +268,29 @@ def bool_not(a: Val) -> Val:
 
 _OPAQUE = (UNKNOWN, TRUTHY, FALSY)
 _COMPARE = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "==": operator.eq, "!=": operator.ne,
-    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
-    "is": operator.is_, "is not": operator.is_not,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "in": lambda a, b: a in b,
+    "not in": lambda a, b: a not in b,
+    "is": operator.is_,
+    "is not": operator.is_not,
 }
 _BINARY = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-    "/": operator.truediv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
-    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "//": operator.floordiv,
+    "/": operator.truediv,
+    "%": operator.mod,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+    "<<": operator.lshift,
+    ">>": operator.rshift,
 }
 
 

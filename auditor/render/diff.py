@@ -9,8 +9,9 @@ The Markdown of ``archaudit pr`` (``mode == "pr"``) starts with the sticky-comme
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from auditor import arch
 from auditor.model import AuditResult, Finding, Gate
@@ -35,7 +36,7 @@ def _verdict_word(v) -> str:
     return {"admits": "admits", "excludes": "excludes", "": "—"}[v]
 
 
-def _admits(gate: Optional[Gate]) -> str:
+def _admits(gate: Gate | None) -> str:
     return "—" if gate is None else arch.compact(gate.domain, gate.admits)
 
 
@@ -54,10 +55,14 @@ def summary(d: DiffResult) -> dict:
         **shown,
         "unchanged": d.unchanged,
         "definitions": len(d.definitions),
-        "newly_excludes": {t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.newly_excludes)
-                           for t in d.targets},
-        "now_admits": {t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.now_admits)
-                       for t in d.targets},
+        "newly_excludes": {
+            t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.newly_excludes)
+            for t in d.targets
+        },
+        "now_admits": {
+            t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.now_admits)
+            for t in d.targets
+        },
         "findings": len(d.findings),
         "errors": len(d.errors),
     }
@@ -76,8 +81,11 @@ def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
     if c.how == "rewritten" and c.old is not None:
         head += f"   (was: {c.old.expression})"
     out = [head]
-    admits = _admits(c.new) if c.old is None else (
-        _admits(c.old) if c.new is None else f"{_admits(c.old)} -> {_admits(c.new)}")
+    admits = (
+        _admits(c.new)
+        if c.old is None
+        else (_admits(c.old) if c.new is None else f"{_admits(c.old)} -> {_admits(c.new)}")
+    )
     tail = "; ".join(c.delta) or "verdicts unchanged"
     if g.guards == "reject":
         tail += "; guards an exit (raise or early return)"
@@ -100,8 +108,10 @@ def _detail(dc: DefinitionChange, side: str) -> str:
 
 def _text_definition(dc: DefinitionChange) -> list[str]:
     moved = dc.old_line and dc.new_line and dc.old_line != dc.new_line and not dc.old_file
-    out = [f"definition changed: {dc.name}  {dc.file}:" + (f"{dc.old_line} -> {dc.new_line}" if moved else
-                                                          str(dc.new_line or dc.old_line))]
+    out = [
+        f"definition changed: {dc.name}  {dc.file}:"
+        + (f"{dc.old_line} -> {dc.new_line}" if moved else str(dc.new_line or dc.old_line))
+    ]
     if _details_differ(dc):
         out += [f"    before: {_detail(dc, 'old')}", f"    after:  {_detail(dc, 'new')}"]
     for c in dc.body:
@@ -123,14 +133,20 @@ def render_text(d: DiffResult) -> str:
     """Plain text for people."""
     s = summary(d)
     targets = ", ".join(t.label for t in d.targets)
-    out = [f"archaudit {'pr' if d.mode == 'pr' else 'diff'}: {_side(d.old_inputs)} -> {_side(d.new_inputs)}; "
-           f"targets {targets}"]
-    out.append(f"{s['added']} added, {s['changed']} changed, {s['removed']} removed, {s['unchanged']} unchanged; "
-               f"{s['definitions']} definition change(s)")
+    out = [
+        f"archaudit {'pr' if d.mode == 'pr' else 'diff'}: {_side(d.old_inputs)} -> {_side(d.new_inputs)}; "
+        f"targets {targets}"
+    ]
+    out.append(
+        f"{s['added']} added, {s['changed']} changed, {s['removed']} removed, {s['unchanged']} unchanged; "
+        f"{s['definitions']} definition change(s)"
+    )
     for t in d.targets:
         if s["newly_excludes"][t.label] or s["now_admits"][t.label]:
-            out.append(f"  {t.label}: {s['newly_excludes'][t.label]} gate(s) newly exclude it, "
-                       f"{s['now_admits'][t.label]} now admit it")
+            out.append(
+                f"  {t.label}: {s['newly_excludes'][t.label]} gate(s) newly exclude it, "
+                f"{s['now_admits'][t.label]} now admit it"
+            )
     for dc in d.definitions:
         out += [""] + _text_definition(dc)
     for status in STATUSES:
@@ -150,8 +166,16 @@ def render_text(d: DiffResult) -> str:
 
 
 def _finding_doc(f: Finding) -> dict:
-    return {"rule": f.rule, "severity": f.severity, "gate": f.gate, "file": f.file, "line": f.line,
-            "message": f.message, "confidence": f.confidence, "classification": f.classification}
+    return {
+        "rule": f.rule,
+        "severity": f.severity,
+        "gate": f.gate,
+        "file": f.file,
+        "line": f.line,
+        "message": f.message,
+        "confidence": f.confidence,
+        "classification": f.classification,
+    }
 
 
 def _change_doc(c: GateChange, targets) -> dict:
@@ -172,8 +196,15 @@ def _change_doc(c: GateChange, targets) -> dict:
 
 
 def _site_doc(c: GateChange) -> dict:
-    return {"status": c.status, "how": c.how, "id": c.gate.id, "file": c.gate.file, "line": c.gate.line,
-            "expression": c.gate.expression, "delta": list(c.delta)}
+    return {
+        "status": c.status,
+        "how": c.how,
+        "id": c.gate.id,
+        "file": c.gate.file,
+        "line": c.gate.line,
+        "expression": c.gate.expression,
+        "delta": list(c.delta),
+    }
 
 
 def document(d: DiffResult) -> dict:
@@ -186,14 +217,22 @@ def document(d: DiffResult) -> dict:
         "old": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.old_inputs]},
         "new": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.new_inputs]},
         "summary": summary(d),
-        "definitions": [{
-            "name": dc.name, "key": dc.key, "file": dc.file, "old_file": dc.old_file or dc.file,
-            "old_line": dc.old_line or None,
-            "new_line": dc.new_line or None, "old_detail": dc.old_detail, "new_detail": dc.new_detail,
-            "body": [_site_doc(c) for c in dc.body],
-            "call_sites": [_site_doc(c) for c in dc.call_sites],
-            "unchanged_call_sites": dc.unchanged_call_sites,
-        } for dc in d.definitions],
+        "definitions": [
+            {
+                "name": dc.name,
+                "key": dc.key,
+                "file": dc.file,
+                "old_file": dc.old_file or dc.file,
+                "old_line": dc.old_line or None,
+                "new_line": dc.new_line or None,
+                "old_detail": dc.old_detail,
+                "new_detail": dc.new_detail,
+                "body": [_site_doc(c) for c in dc.body],
+                "call_sites": [_site_doc(c) for c in dc.call_sites],
+                "unchanged_call_sites": dc.unchanged_call_sites,
+            }
+            for dc in d.definitions
+        ],
         "changes": [_change_doc(c, d.targets) for c in d.changes],
         "findings": [_finding_doc(f) for f in d.findings],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in d.errors],
@@ -231,12 +270,19 @@ class Row:
 
 def _row(c: GateChange) -> Row:
     return Row(
-        status=c.status, file=c.gate.file, line=c.gate.line, kind=c.gate.kind, expression=c.gate.expression,
+        status=c.status,
+        file=c.gate.file,
+        line=c.gate.line,
+        kind=c.gate.kind,
+        expression=c.gate.expression,
         was=c.old.expression if c.how == "rewritten" and c.old else "",
-        admits_before=_admits(c.old), admits_after=_admits(c.new),
+        admits_before=_admits(c.old),
+        admits_after=_admits(c.new),
         verdicts=tuple((v.target, _verdict_word(v.before), _verdict_word(v.after)) for v in c.verdicts),
-        delta="; ".join(c.delta), severity=_worst(c.findings),
-        findings=tuple((f.severity, f.rule, f.message) for f in c.findings), guards=c.gate.guards,
+        delta="; ".join(c.delta),
+        severity=_worst(c.findings),
+        findings=tuple((f.severity, f.rule, f.message) for f in c.findings),
+        guards=c.gate.guards,
     )
 
 
@@ -246,17 +292,30 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
     for status in STATUSES:
         rows = [_row(c) for c in d.by_status(status)]
         sections.append({"status": status, "rows": rows[:limit], "omitted": max(0, len(rows) - limit)})
-    definitions = [{
-        "name": dc.name, "file": dc.file, "old_line": dc.old_line, "new_line": dc.new_line,
-        "details": (_detail(dc, "old"), _detail(dc, "new")) if _details_differ(dc) else None,
-        "body": [_row(c) for c in dc.body], "call_sites": [_row(c) for c in dc.call_sites[:min(limit, CALL_SITE_ROWS)]],
-        "omitted": max(0, len(dc.call_sites) - min(limit, CALL_SITE_ROWS)), "unchanged": dc.unchanged_call_sites,
-    } for dc in d.definitions[:DEFINITIONS_SHOWN]]
+    definitions = [
+        {
+            "name": dc.name,
+            "file": dc.file,
+            "old_line": dc.old_line,
+            "new_line": dc.new_line,
+            "details": (_detail(dc, "old"), _detail(dc, "new")) if _details_differ(dc) else None,
+            "body": [_row(c) for c in dc.body],
+            "call_sites": [_row(c) for c in dc.call_sites[: min(limit, CALL_SITE_ROWS)]],
+            "omitted": max(0, len(dc.call_sites) - min(limit, CALL_SITE_ROWS)),
+            "unchanged": dc.unchanged_call_sites,
+        }
+        for dc in d.definitions[:DEFINITIONS_SHOWN]
+    ]
     return {
-        "mode": d.mode, "marker": MARKER, "version": d.tool_version,
+        "mode": d.mode,
+        "marker": MARKER,
+        "version": d.tool_version,
         "targets": [t.label for t in d.targets],
-        "old": [(i.path, i.kind) for i in d.old_inputs], "new": [(i.path, i.kind) for i in d.new_inputs],
-        "summary": summary(d), "sections": sections, "definitions": definitions,
+        "old": [(i.path, i.kind) for i in d.old_inputs],
+        "new": [(i.path, i.kind) for i in d.new_inputs],
+        "summary": summary(d),
+        "sections": sections,
+        "definitions": definitions,
         "definitions_omitted": max(0, len(d.definitions) - DEFINITIONS_SHOWN),
         "errors": [(e.input, e.file, e.reason) for e in d.errors],
         "icons": markdown.ICONS,
@@ -291,13 +350,22 @@ def render_sarif(d: DiffResult) -> str:
     from auditor.render import sarif
 
     gates = tuple(c.new for c in d.changes if c.new is not None and c.newly_excludes)
-    result = AuditResult(tool_version=d.tool_version, targets=d.targets, inputs=d.new_inputs, gates=gates,
-                         findings=d.findings, extras=d.extras)
+    result = AuditResult(
+        tool_version=d.tool_version,
+        targets=d.targets,
+        inputs=d.new_inputs,
+        gates=gates,
+        findings=d.findings,
+        extras=d.extras,
+    )
     return sarif.render(result)
 
 
 REPORTERS: dict[str, Callable[[DiffResult], str]] = {
-    "text": render_text, "json": render_json, "markdown": render_markdown, "html": render_html,
+    "text": render_text,
+    "json": render_json,
+    "markdown": render_markdown,
+    "html": render_html,
     "sarif": render_sarif,
 }
 """Format name -> renderer."""

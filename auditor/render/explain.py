@@ -9,12 +9,11 @@ their arch needs, and the findings.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from auditor import arch
-from auditor import verdicts
+from auditor import arch, verdicts
 from auditor.arch import HOST, Target
 from auditor.model import Finding, Gate
 from auditor.verdicts import classify
@@ -63,7 +62,9 @@ def pick(gates: Iterable[Gate], file: str, line: int) -> list[Gate]:
     holding = [g for g in in_file if g.line <= line <= max(g.end_line, g.body_lines[1])]
     if not holding:
         nearest = sorted({g.line for g in in_file}, key=lambda n: (abs(n - line), n))[:5]
-        raise ValueError(f"{file}:{line}: no gate here (gates of this file start on lines {', '.join(map(str, sorted(nearest)))})")
+        raise ValueError(
+            f"{file}:{line}: no gate here (gates of this file start on lines {', '.join(map(str, sorted(nearest)))})"
+        )
     innermost = max(g.line for g in holding)
     return [g for g in holding if g.line == innermost]
 
@@ -91,8 +92,7 @@ def _admitted_table(gate: Gate, targets: Sequence[Target]) -> list[str]:
 
 def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target]) -> str:
     """One gate, step by step, for people."""
-    out = [f"{gate.file}:{gate.line}  {gate.kind} ({gate.language})  gate {gate.id}",
-           f"  condition: {gate.expression}"]
+    out = [f"{gate.file}:{gate.line}  {gate.kind} ({gate.language})  gate {gate.id}", f"  condition: {gate.expression}"]
     if gate.context:
         out.append(f"  inside: {gate.context}")
     if gate.guards:
@@ -108,7 +108,9 @@ def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target]) -
     if gate.name_implies:
         out.append(f"  the name promises: {', '.join(gate.name_implies)}")
     if gate.unknowns:
-        out.append(f"  unknown identifiers (may be true or false; the verdict can depend on them): {', '.join(gate.unknowns)}")
+        out.append(
+            f"  unknown identifiers (may be true or false; the verdict can depend on them): {', '.join(gate.unknowns)}"
+        )
     out.append(f"  admits ({gate.domain} domain): {arch.compact(gate.domain, gate.admits)}")
     out += _admitted_table(gate, targets)
     first, last = gate.body_lines

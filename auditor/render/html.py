@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from markupsafe import Markup
 from pygments.formatters import HtmlFormatter
@@ -26,8 +27,7 @@ from pygments.lexers import CudaLexer, PythonLexer
 from pygments.styles import get_style_by_name
 from pygments.token import STANDARD_TYPES, _TokenType
 
-from auditor import arch
-from auditor import verdicts
+from auditor import arch, verdicts
 from auditor.model import AuditResult, Gate
 from auditor.render import report
 from auditor.render.text import INVISIBLE, printable
@@ -41,9 +41,28 @@ FEATURE_LINES = 4
 STYLE = "vs"
 """The pygments style of the excerpts: few colours, so runs of equal style merge into few spans."""
 GATE_FIELDS = (
-    "id", "file", "line", "end_line", "kind", "expression", "domain", "admits", "verdicts", "unknowns", "resolved_by",
-    "features", "resolutions", "chain", "body", "context", "findings", "windows", "variants", "guards",
-    "name_implies", "compact",
+    "id",
+    "file",
+    "line",
+    "end_line",
+    "kind",
+    "expression",
+    "domain",
+    "admits",
+    "verdicts",
+    "unknowns",
+    "resolved_by",
+    "features",
+    "resolutions",
+    "chain",
+    "body",
+    "context",
+    "findings",
+    "windows",
+    "variants",
+    "guards",
+    "name_implies",
+    "compact",
 )
 """A gate's row in the page data is a list in this order (names would repeat 20k times)."""
 _SCRIPT_UNSAFE = re.compile(rf"[<>&{INVISIBLE}]")
@@ -168,22 +187,43 @@ def view(result: AuditResult) -> dict:
         fs = by_gate.get((g.input, g.id), [])
         first = len(findings)
         # A finding: [rule, severity rank, gate index, message, confidence, classification].
-        findings += [[strings(f.rule), report.severity_rank(f.severity), len(gates), strings(f.message),
-                      strings(f.confidence), strings(f.classification)] for f in fs]
+        findings += [
+            [
+                strings(f.rule),
+                report.severity_rank(f.severity),
+                len(gates),
+                strings(f.message),
+                strings(f.confidence),
+                strings(f.classification),
+            ]
+            for f in fs
+        ]
         order = position.get(g.domain, {})
         row = {  # files are [input, path, package, language]
-            "id": g.id, "file": files([g.input, g.file, g.package or "(root)", g.language]),
-            "line": g.line, "end_line": g.end_line, "kind": strings(g.kind), "expression": strings(g.expression),
-            "domain": 0 if g.domain == "target" else 1, "admits": sets(sorted(order[a] for a in g.admits if a in order)),
+            "id": g.id,
+            "file": files([g.input, g.file, g.package or "(root)", g.language]),
+            "line": g.line,
+            "end_line": g.end_line,
+            "kind": strings(g.kind),
+            "expression": strings(g.expression),
+            "domain": 0 if g.domain == "target" else 1,
+            "admits": sets(sorted(order[a] for a in g.admits if a in order)),
             "verdicts": [int(verdicts.turns_away(g, t)) for t in targets],
-            "unknowns": [strings(u) for u in g.unknowns], "resolved_by": strings(g.resolved_by),
-            "features": [[strings(f.token), f.line, facts([f.feature, f.min_arch, [list(p) for p in f.on_target], f.notes])]
-                         for f in g.features],
+            "unknowns": [strings(u) for u in g.unknowns],
+            "resolved_by": strings(g.resolved_by),
+            "features": [
+                [strings(f.token), f.line, facts([f.feature, f.min_arch, [list(p) for p in f.on_target], f.notes])]
+                for f in g.features
+            ],
             "resolutions": [resolutions([r.name, r.file, r.line, r.detail]) for r in g.resolutions],
-            "chain": [strings(c) for c in g.chain], "body": list(g.body_lines), "context": strings(g.context),
-            "findings": list(range(first, len(findings))), "windows": windows(g),
+            "chain": [strings(c) for c in g.chain],
+            "body": list(g.body_lines),
+            "context": strings(g.context),
+            "findings": list(range(first, len(findings))),
+            "windows": windows(g),
             "variants": [list(arch.admitting_variants(g.admits, t)) if g.domain == "target" else [] for t in targets],
-            "guards": strings(g.guards), "name_implies": [strings(a) for a in g.name_implies],
+            "guards": strings(g.guards),
+            "name_implies": [strings(a) for a in g.name_implies],
             "compact": strings(arch.compact(g.domain, g.admits)),
         }
         gates.append([row[k] for k in GATE_FIELDS])
@@ -197,14 +237,30 @@ def view(result: AuditResult) -> dict:
         "inputs": [[i.path, i.kind] for i in result.inputs],
         "targets": [[t.label, t.capability, list(t.variants)] for t in targets],
         "columns": columns,
-        "emphasis": {d: [i for i, a in enumerate(cols) if _is_target_column(d, a, targets)] for d, cols in columns.items()},
+        "emphasis": {
+            d: [i for i, a in enumerate(cols) if _is_target_column(d, a, targets)] for d, cols in columns.items()
+        },
         "severities": list(report.SEVERITIES),
-        "files": files.items, "strings": strings.items, "sets": sets.items, "facts": facts.items,
-        "resolutions": resolutions.items, "fields": GATE_FIELDS, "gates": gates, "findings": findings, "classes": classes.items,
+        "files": files.items,
+        "strings": strings.items,
+        "sets": sets.items,
+        "facts": facts.items,
+        "resolutions": resolutions.items,
+        "fields": GATE_FIELDS,
+        "gates": gates,
+        "findings": findings,
+        "classes": classes.items,
         "code": code,
-        "rules": {r.id: {"name": r.name, "severity": r.severity, "rationale": r.rationale,
-                         "remediation": r.remediation, "references": list(r.references)}
-                  for r in sorted(rules.values(), key=lambda r: r.id)},
+        "rules": {
+            r.id: {
+                "name": r.name,
+                "severity": r.severity,
+                "rationale": r.rationale,
+                "remediation": r.remediation,
+                "references": list(r.references),
+            }
+            for r in sorted(rules.values(), key=lambda r: r.id)
+        },
     }
     # Scanned text is shown as the page's text: control characters and bidi overrides as
     # visible escapes, as in every report; tabs kept in excerpts. Gate rows hold no text.
@@ -245,11 +301,21 @@ def render(result: AuditResult) -> str:
     summary = report.summary(result)
     data = view(result)
     code = data.pop("code")
-    return report.templates().get_template("report.html.j2").render(
-        result=result, summary=summary, data=script_json(data), code=script_json(code), pygments_css=_pygments_css(),
-        targets=[t.label for t in result.targets], rules=sorted(data["rules"]),
-        rule_ids=sorted({f.rule for f in result.findings} | set(data["rules"])),
-        packages=[p for p, *_ in summary.by_package], severities=report.SEVERITIES,
-        classifications=[c for c, _ in summary.by_classification],
-        domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in ("target", "device")],
+    return (
+        report.templates()
+        .get_template("report.html.j2")
+        .render(
+            result=result,
+            summary=summary,
+            data=script_json(data),
+            code=script_json(code),
+            pygments_css=_pygments_css(),
+            targets=[t.label for t in result.targets],
+            rules=sorted(data["rules"]),
+            rule_ids=sorted({f.rule for f in result.findings} | set(data["rules"])),
+            packages=[p for p, *_ in summary.by_package],
+            severities=report.SEVERITIES,
+            classifications=[c for c, _ in summary.by_classification],
+            domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in ("target", "device")],
+        )
     )

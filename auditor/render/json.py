@@ -30,8 +30,13 @@ def gate_document(gate: Gate, targets) -> dict:
         "resolved_by": gate.resolved_by,
         "classification": classify(gate, targets) or None,
         "features": [
-            {"token": f.token, "line": f.line, "feature": f.feature, "min_arch": f.min_arch,
-             "on_target": dict(f.on_target)}
+            {
+                "token": f.token,
+                "line": f.line,
+                "feature": f.feature,
+                "min_arch": f.min_arch,
+                "on_target": dict(f.on_target),
+            }
             for f in gate.features
         ],
         "resolutions": [{"name": r.name, "file": r.file, "line": r.line, "detail": r.detail} for r in gate.resolutions],
@@ -60,8 +65,16 @@ def document(result: AuditResult) -> dict:
         "inputs": [{"path": i.path, "kind": i.kind} for i in result.inputs],
         "gates": [gate_document(g, result.targets) for g in result.gates],
         "findings": [
-            {"rule": f.rule, "severity": f.severity, "gate": f.gate, "file": f.file, "line": f.line,
-             "message": f.message, "confidence": f.confidence, "classification": f.classification}
+            {
+                "rule": f.rule,
+                "severity": f.severity,
+                "gate": f.gate,
+                "file": f.file,
+                "line": f.line,
+                "message": f.message,
+                "confidence": f.confidence,
+                "classification": f.classification,
+            }
             for f in result.findings
         ],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
@@ -76,9 +89,16 @@ def extra(result: AuditResult, key: str, default=()):
 
 def binaries_document(result: AuditResult) -> list[dict]:
     """Shared objects and the GPU code they embed, with per-target loadability (extra field)."""
-    return [{"path": b["path"], "package": b["package"], "input": b["input"],
-             "entries": [dict(e) for e in b["entries"]], "verdicts": dict(b["verdicts"])}
-            for b in extra(result, "binaries")]
+    return [
+        {
+            "path": b["path"],
+            "package": b["package"],
+            "input": b["input"],
+            "entries": [dict(e) for e in b["entries"]],
+            "verdicts": dict(b["verdicts"]),
+        }
+        for b in extra(result, "binaries")
+    ]
 
 
 def render(result: AuditResult) -> str:

@@ -39,8 +39,16 @@ def code(text: str) -> str:
 
 
 def _plain(text: str) -> str:
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("*", "\\*"), ("_", "\\_"),
-                 ("[", "\\["), ("]", "\\]")):
+    for a, b in (
+        ("&", "&amp;"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("|", "\\|"),
+        ("*", "\\*"),
+        ("_", "\\_"),
+        ("[", "\\["),
+        ("]", "\\]"),
+    ):
         text = text.replace(a, b)
     return text
 
@@ -84,14 +92,19 @@ def _rows(result: AuditResult, base: str) -> list[Row]:
         fs = by_gate.get((g.input, g.id), [])
         worst = fs[0].severity if fs else ""
         key = (report.severity_rank(worst) if fs else len(report.SEVERITIES) + 1, g.input, g.file, g.line, g.id)
-        rows.append((key, Row(
-            severity=worst,
-            where=link(base, g.file, g.line),
-            expression=code(_shorten(g.expression)),
-            admits=_plain(arch.compact(g.domain, g.admits)),
-            rules=", ".join(sorted({f.rule for f in fs})) or "—",
-            classification=report.classification(fs) or "—",
-        )))
+        rows.append(
+            (
+                key,
+                Row(
+                    severity=worst,
+                    where=link(base, g.file, g.line),
+                    expression=code(_shorten(g.expression)),
+                    admits=_plain(arch.compact(g.domain, g.admits)),
+                    rules=", ".join(sorted({f.rule for f in fs})) or "—",
+                    classification=report.classification(fs) or "—",
+                ),
+            )
+        )
     return [r for _, r in sorted(rows, key=lambda kr: kr[0])]
 
 
@@ -117,8 +130,13 @@ def render(result: AuditResult) -> str:
 
     def body(shown: int) -> str:
         return template.render(
-            result=result, summary=summary, targets=", ".join(t.label for t in result.targets),
-            groups=_groups(rows[:shown]), omitted=len(rows) - shown, left_out=_left_out(rows[shown:]), icons=ICONS,
+            result=result,
+            summary=summary,
+            targets=", ".join(t.label for t in result.targets),
+            groups=_groups(rows[:shown]),
+            omitted=len(rows) - shown,
+            left_out=_left_out(rows[shown:]),
+            icons=ICONS,
             code=code,
         )
 

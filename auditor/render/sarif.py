@@ -9,7 +9,8 @@ references``), so this stays a pure function of its input. Locations are relativ
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import quote
 
 from auditor.model import AuditResult, Finding, Gate
@@ -55,7 +56,9 @@ def _location(base: str, file: str, line: int, end_line: int = 0) -> dict:
     region = {"startLine": max(line, 1)}
     if end_line > line:
         region["endLine"] = end_line
-    return {"physicalLocation": {"artifactLocation": {"uri": quote(file, safe="/"), "uriBaseId": base}, "region": region}}
+    return {
+        "physicalLocation": {"artifactLocation": {"uri": quote(file, safe="/"), "uriBaseId": base}, "region": region}
+    }
 
 
 def _result(f: Finding, gate: Gate | None, index: int, base: str, targets) -> dict:
@@ -69,13 +72,21 @@ def _result(f: Finding, gate: Gate | None, index: int, base: str, targets) -> di
         "properties": {"severity": f.severity, "confidence": f.confidence, "classification": f.classification},
     }
     if gate is not None:
-        out["properties"].update({
-            "expression": gate.expression, "kind": gate.kind, "admits": list(gate.admits),
-            "unknowns": list(gate.unknowns), "targets": [t.label for t in targets],
-        })
+        out["properties"].update(
+            {
+                "expression": gate.expression,
+                "kind": gate.kind,
+                "admits": list(gate.admits),
+                "unknowns": list(gate.unknowns),
+                "targets": [t.label for t in targets],
+            }
+        )
         related = [
-            dict(_location(base, r.file, r.line), id=n, message={"text": f"{r.name}: {r.detail}" if r.detail else r.name})
-            for n, r in enumerate(gate.resolutions, 1) if r.file and r.line
+            dict(
+                _location(base, r.file, r.line), id=n, message={"text": f"{r.name}: {r.detail}" if r.detail else r.name}
+            )
+            for n, r in enumerate(gate.resolutions, 1)
+            if r.file and r.line
         ]
         if related:
             out["relatedLocations"] = related
@@ -94,23 +105,30 @@ def document(result: AuditResult) -> dict:
     return {
         "$schema": SCHEMA_URI,
         "version": VERSION,
-        "runs": [{
-            "tool": {"driver": {
-                "name": "archaudit",
-                "version": result.tool_version,
-                **({"informationUri": PROJECT_URL} if PROJECT_URL else {}),
-                "rules": [_descriptor(r, known.get(r), (f for f in findings if f.rule == r)) for r in used],
-            }},
-            "originalUriBaseIds": {
-                base: {"description": {"text": f"root of the scanned input {path}"}} for path, base in bases.items()
-            } or {default_base: {"description": {"text": "root of the scanned input"}}},
-            "results": [
-                _result(f, gates.get((f.input, f.gate)), index[f.rule], bases.get(f.input, default_base), result.targets)
-                for f in findings
-            ],
-            "columnKind": "unicodeCodePoints",
-            "properties": {"targets": [t.label for t in result.targets]},
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "archaudit",
+                        "version": result.tool_version,
+                        **({"informationUri": PROJECT_URL} if PROJECT_URL else {}),
+                        "rules": [_descriptor(r, known.get(r), (f for f in findings if f.rule == r)) for r in used],
+                    }
+                },
+                "originalUriBaseIds": {
+                    base: {"description": {"text": f"root of the scanned input {path}"}} for path, base in bases.items()
+                }
+                or {default_base: {"description": {"text": "root of the scanned input"}}},
+                "results": [
+                    _result(
+                        f, gates.get((f.input, f.gate)), index[f.rule], bases.get(f.input, default_base), result.targets
+                    )
+                    for f in findings
+                ],
+                "columnKind": "unicodeCodePoints",
+                "properties": {"targets": [t.label for t in result.targets]},
+            }
+        ],
     }
 
 

@@ -9,8 +9,8 @@ driven by the pipeline's ``progress`` callback.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
 
 from rich.color import ColorSystem
 from rich.console import Console
@@ -63,8 +63,14 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
 @contextmanager
 def progress_bar(console: Console, delay: float = 0.5) -> Iterator[Callable[[str, int, int], None]]:
     """A ``(stage, done, total)`` callback drawing a transient bar, shown only if work outlasts ``delay``."""
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, transient=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     tasks: dict[str, int] = {}
     started: list[float] = []
 
@@ -84,7 +90,7 @@ def progress_bar(console: Console, delay: float = 0.5) -> Iterator[Callable[[str
         bar.stop()
 
 
-def stderr_console() -> Optional[Console]:
+def stderr_console() -> Console | None:
     """A console for the progress bar, or None when stderr is not a terminal."""
     console = Console(stderr=True)
     return console if console.is_terminal else None

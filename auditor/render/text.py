@@ -10,7 +10,6 @@ from auditor import arch
 from auditor.model import AuditResult
 from auditor.render.json import extra, verdicts
 
-
 INVISIBLE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
 """A character class body: C1 controls, bidi marks and overrides, line separators (C0 aside)."""
 _UNPRINTABLE = re.compile(rf"[\x00-\x1f{INVISIBLE}]")
@@ -28,7 +27,7 @@ def printable(text: str, keep: str = "") -> str:
 
 
 def binaries_section(result: AuditResult) -> list[str]:
-    """"GPU code in binaries": per package, the best verdict per target and what was found."""
+    """ "GPU code in binaries": per package, the best verdict per target and what was found."""
     shipped = extra(result, "binaries")
     if not shipped:
         return []
@@ -43,9 +42,13 @@ def binaries_section(result: AuditResult) -> list[str]:
         rank = {"native": 2, "jit": 1, "none": 0}
         best = {t.label: max((b["verdicts"][t.label] for b in gpu), key=rank.__getitem__) for t in result.targets}
         codes = sorted({e["target"] for b in gpu for e in b["entries"]})
-        lines.append(f"  {package}{where}: " + "  ".join(f"{t}:{v}" for t, v in best.items())
-                     + f"   ({len(gpu)} of {len(group)} binaries with GPU code: {', '.join(codes[:12])}"
-                     + (", ..." if len(codes) > 12 else "") + ")")
+        lines.append(
+            f"  {package}{where}: "
+            + "  ".join(f"{t}:{v}" for t, v in best.items())
+            + f"   ({len(gpu)} of {len(group)} binaries with GPU code: {', '.join(codes[:12])}"
+            + (", ..." if len(codes) > 12 else "")
+            + ")"
+        )
     lines.append("")
     return lines
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from auditor.arch import Target
 from auditor.model import Finding, Gate, SourceFile
-from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
 from auditor.rules.rulebook import Rule
+from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
 
 UNUSED_SUPPRESSION = "ARCH000"
 """Built-in: an ``archaudit: ignore`` comment that suppressed nothing (info)."""
@@ -59,8 +58,12 @@ def confidence(gate: Gate) -> str:
     return "medium" if gate.unknowns else "high"
 
 
-def match(rules: Sequence[Rule], gates: Iterable[Gate], targets: tuple[Target, ...],
-          packages: Mapping[str, Mapping[str, str]] = {}) -> list[Finding]:
+def match(
+    rules: Sequence[Rule],
+    gates: Iterable[Gate],
+    targets: tuple[Target, ...],
+    packages: Mapping[str, Mapping[str, str]] = {},
+) -> list[Finding]:
     """Every (rule, gate) pair whose condition holds, as findings.
 
     ``packages``: per package, the best loadability of its shipped binaries per target label.
@@ -73,11 +76,19 @@ def match(rules: Sequence[Rule], gates: Iterable[Gate], targets: tuple[Target, .
         fields = _Fields(view)
         for rule in rules:
             if rule.applies(gate) and rule.when(view):
-                out.append(Finding(
-                    rule=rule.id, severity=rule.severity, gate=gate.id, file=gate.file, line=gate.line,
-                    message=rule.message.format_map(fields), confidence=confidence(gate),
-                    classification=view.classification, input=gate.input,
-                ))
+                out.append(
+                    Finding(
+                        rule=rule.id,
+                        severity=rule.severity,
+                        gate=gate.id,
+                        file=gate.file,
+                        line=gate.line,
+                        message=rule.message.format_map(fields),
+                        confidence=confidence(gate),
+                        classification=view.classification,
+                        input=gate.input,
+                    )
+                )
     return out
 
 
@@ -93,8 +104,11 @@ class Suppression:
 
     def covers(self, finding: Finding, gate: Gate) -> bool:
         """The comment sits on the gate's lines or right above, and names the rule (or none)."""
-        return self.file == gate.file and gate.line - 1 <= self.line <= max(gate.end_line, gate.line) \
+        return (
+            self.file == gate.file
+            and gate.line - 1 <= self.line <= max(gate.end_line, gate.line)
             and (not self.ids or finding.rule in self.ids)
+        )
 
 
 def suppressions(files: Iterable[SourceFile]) -> list[Suppression]:
@@ -111,10 +125,16 @@ def suppressions(files: Iterable[SourceFile]) -> list[Suppression]:
     return out
 
 
-def apply(rules: Sequence[Rule], gates: Sequence[Gate], targets: tuple[Target, ...],
-          files: Iterable[SourceFile] = (), select: Sequence[str] = (), ignore: Sequence[str] = (),
-          baseline: frozenset[tuple[str, str]] = frozenset(),
-          packages: Mapping[str, Mapping[str, str]] = {}) -> list[Finding]:
+def apply(
+    rules: Sequence[Rule],
+    gates: Sequence[Gate],
+    targets: tuple[Target, ...],
+    files: Iterable[SourceFile] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    baseline: frozenset[tuple[str, str]] = frozenset(),
+    packages: Mapping[str, Mapping[str, str]] = {},
+) -> list[Finding]:
     """Findings of the active rules, minus suppressed and baselined ones, plus unused suppressions."""
     chosen = [r for r in rules if active(r.id, select, ignore)]
     by_id = {g.id: g for g in gates}
@@ -132,9 +152,17 @@ def apply(rules: Sequence[Rule], gates: Sequence[Gate], targets: tuple[Target, .
         for s in marks:
             if s not in used and (not s.ids or s.ids & chosen_ids):
                 what = ", ".join(sorted(s.ids)) or "all rules"
-                kept.append(Finding(UNUSED_SUPPRESSION, "info", "", s.file, s.line,
-                                    f"unused suppression `archaudit: ignore` ({what}): no such finding here",
-                                    input=s.input))
+                kept.append(
+                    Finding(
+                        UNUSED_SUPPRESSION,
+                        "info",
+                        "",
+                        s.file,
+                        s.line,
+                        f"unused suppression `archaudit: ignore` ({what}): no such finding here",
+                        input=s.input,
+                    )
+                )
     return sorted((f for f in kept if baseline_key(f) not in baseline), key=lambda f: (f.input, f.file, f.line, f.rule))
 
 
@@ -149,8 +177,10 @@ def baseline_key(f: Finding) -> tuple[str, str]:
 def baseline_text(findings: Iterable[Finding]) -> str:
     """A baseline file listing these findings (file and line are for people; matching ignores them)."""
     rows = sorted({(f.rule, f.gate, f.file, f.line) for f in findings}, key=lambda r: (r[2], r[3], r[0]))
-    doc = {"schema": BASELINE_SCHEMA,
-           "findings": [{"rule": r, "gate": g, "file": file, "line": line} for r, g, file, line in rows]}
+    doc = {
+        "schema": BASELINE_SCHEMA,
+        "findings": [{"rule": r, "gate": g, "file": file, "line": line} for r, g, file, line in rows],
+    }
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -165,7 +195,8 @@ def load_baseline(path: Path) -> frozenset[tuple[str, str]]:
     if not isinstance(doc, dict) or doc.get("schema") != BASELINE_SCHEMA or not isinstance(doc.get("findings"), list):
         raise ValueError(f"baseline {path} is not an {BASELINE_SCHEMA} file (write one with --write-baseline)")
     try:
-        return frozenset(baseline_key(Finding(r["rule"], "", r["gate"], r["file"], r["line"], ""))
-                         for r in doc["findings"])
+        return frozenset(
+            baseline_key(Finding(r["rule"], "", r["gate"], r["file"], r["line"], "")) for r in doc["findings"]
+        )
     except (KeyError, TypeError):
         raise ValueError(f"baseline {path}: each finding needs rule, gate, file and line") from None

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import string
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import jsonschema
 import yaml
@@ -50,9 +50,11 @@ class Example:
         """The example and its binaries; a binary is a ``binary-listing`` file (JSON list of
         embedded targets) that the pipeline reads in place of an ELF file's fatbinary."""
         return [self.source()] + [
-            SourceFile(path=path, data=json.dumps(list(targets)).encode("utf-8"), language="binary-listing",
-                       input="example")
-            for path, targets in self.binaries]
+            SourceFile(
+                path=path, data=json.dumps(list(targets)).encode("utf-8"), language="binary-listing", input="example"
+            )
+            for path, targets in self.binaries
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,7 @@ def _compile(node: object) -> Predicate:
 def _duplicate_key(node: yaml.Node) -> tuple[int, str] | None:
     if isinstance(node, yaml.MappingNode):
         seen = set()
-        for k, v in node.value:
+        for k, _v in node.value:
             if k.value in seen:
                 return k.start_mark.line + 1, f"duplicate key {k.value!r}"
             seen.add(k.value)
@@ -155,9 +157,16 @@ def _schema_problem(error: jsonschema.ValidationError, root: yaml.Node) -> tuple
 
 
 def _examples(raw: list, node: yaml.Node) -> tuple[Example, ...]:
-    return tuple(Example(e["language"], e["filename"], e["code"], n.start_mark.line + 1,
-                         tuple((path, tuple(t)) for path, t in sorted(e.get("binaries", {}).items())))
-                 for e, n in zip(raw, node.value))
+    return tuple(
+        Example(
+            e["language"],
+            e["filename"],
+            e["code"],
+            n.start_mark.line + 1,
+            tuple((path, tuple(t)) for path, t in sorted(e.get("binaries", {}).items())),
+        )
+        for e, n in zip(raw, node.value)
+    )
 
 
 def parse(text: str, path: str) -> Rule:
@@ -193,11 +202,16 @@ def parse(text: str, path: str) -> Rule:
     applies = data["applies_to"]
     examples = _node_at(root, ["examples"])
     return Rule(
-        id=data["id"], name=data["name"], severity=data["severity"],
-        languages=tuple(applies.get("languages", ())), kinds=tuple(applies.get("kinds", ())),
+        id=data["id"],
+        name=data["name"],
+        severity=data["severity"],
+        languages=tuple(applies.get("languages", ())),
+        kinds=tuple(applies.get("kinds", ())),
         when=_compile(data["when"]),
         condition=yaml.safe_dump(data["when"], sort_keys=False, default_flow_style=False).strip(),
-        message=data["message"].strip(), rationale=data["rationale"].strip(), remediation=data["remediation"].strip(),
+        message=data["message"].strip(),
+        rationale=data["rationale"].strip(),
+        remediation=data["remediation"].strip(),
         references=tuple(data["references"]),
         invalid=_examples(data["examples"]["invalid"], _node_at(examples, ["invalid"])),
         valid=_examples(data["examples"]["valid"], _node_at(examples, ["valid"])),

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable
 
 from auditor import arch
 from auditor.arch import HOST, Target
-from auditor.model import Feature, Gate
 from auditor.facts import names
-from auditor.verdicts import domain_capabilities, allowed, availability, capabilities_of, classify, turns_away
+from auditor.model import Feature, Gate
+from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
+
 
 @dataclass(frozen=True, slots=True)
 class Relatives:
@@ -197,8 +197,7 @@ def defines_its_name(v: GateView) -> bool:
 
 def earlier_branch_takes_target(v: GateView) -> bool:
     """Every excluded target takes an earlier branch of the same chain: this one is its fallback, not its gate."""
-    return bool(v.excluded) and all(
-        any(not turns_away(e, t) for e in v.relatives.earlier) for t in v.excluded)
+    return bool(v.excluded) and all(any(not turns_away(e, t) for e in v.relatives.earlier) for t in v.excluded)
 
 
 def has_unknowns(v: GateView) -> bool:
@@ -308,8 +307,11 @@ def _features(v: GateView) -> str:
 
 
 def _missing(v: GateView) -> str:
-    lacking = [f for f in v.gate.features
-               if any(availability(dict(f.on_target).get(t.capability, "")) == "no" for t in v.excluded)]
+    lacking = [
+        f
+        for f in v.gate.features
+        if any(availability(dict(f.on_target).get(t.capability, "")) == "no" for t in v.excluded)
+    ]
     return "; ".join(f"`{f.token}` ({_support(f, v.excluded)})" for f in lacking) or "nothing known"
 
 
@@ -335,8 +337,9 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
-    "targets_unloadable": lambda v: _labels(t for t in v.targets
-                                            if t not in v.excluded and v.binaries.get(t.label) == "none"),
+    "targets_unloadable": lambda v: _labels(
+        t for t in v.targets if t not in v.excluded and v.binaries.get(t.label) == "none"
+    ),
     "targets_native_excluded": lambda v: _labels(t for t in v.excluded if v.binaries.get(t.label) == "native"),
 }
 """``{placeholders}`` a rule's message may use, each rendered as one line of text."""

@@ -7,12 +7,25 @@ import re
 import tarfile
 import zipfile
 import zlib
-from typing import Iterator, Optional, Union
-
+from collections.abc import Iterator
 
 from auditor.model import FileError
-
-from auditor.sources.files import InputError, Item, LazyFile, Origin, Provider, ReadError, TEMPLATE_EXTENSIONS, language_of, make_file, max_bytes, one_line, read_origin, suffix_of, wanted
+from auditor.sources.files import (
+    TEMPLATE_EXTENSIONS,
+    InputError,
+    Item,
+    LazyFile,
+    Origin,
+    Provider,
+    ReadError,
+    language_of,
+    make_file,
+    max_bytes,
+    one_line,
+    read_origin,
+    suffix_of,
+    wanted,
+)
 
 MAX_ARCHIVE_BYTES = 4 * 1024 * 1024 * 1024
 """Total uncompressed bytes read from one archive before it is refused as a bomb."""
@@ -20,7 +33,7 @@ MAX_ARCHIVE_MEMBERS = 100_000
 """Members read from one tar archive: each costs ~0.15 ms in tarfile, and 100,000 empty ones fit in 0.5 MB."""
 
 
-def _safe_member(name: str) -> Optional[str]:
+def _safe_member(name: str) -> str | None:
     """A member path fit to report, or None when it is absolute or climbs out (zip-slip)."""
     name = name.replace("\\", "/")
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
@@ -58,7 +71,9 @@ class ZipProvider(Provider):
                     continue
                 total += info.file_size
                 if total > MAX_ARCHIVE_BYTES:
-                    yield FileError(path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (zip bomb?)", self.spec)
+                    yield FileError(
+                        path, f"archive expands past {MAX_ARCHIVE_BYTES} bytes; rest not read (zip bomb?)", self.spec
+                    )
                     return
                 origin = Origin(info.filename, location, index, info.file_size)
                 head = b""
@@ -85,11 +100,11 @@ class TarProvider(Provider):
             raise InputError(f"{self.spec}: not a readable tar archive ({one_line(exc)})") from None
         # One pass in archive order, reading each member where the stream already is: reading
         # in name order made a compressed stream rewind and re-inflate per member (quadratic).
-        read: list[tuple[str, tarfile.TarInfo, Union[bytes, str]]] = []  # (name, member, data or reason)
+        read: list[tuple[str, tarfile.TarInfo, bytes | str]] = []  # (name, member, data or reason)
         tops: set[str] = set()  # first path parts, and whether any member sits in a folder
         nested = False
         count = total = 0
-        stop: Optional[tuple[str, str]] = None  # (member, reason) where reading stopped
+        stop: tuple[str, str] | None = None  # (member, reason) where reading stopped
         with tf:
             while True:
                 try:
@@ -121,7 +136,7 @@ class TarProvider(Provider):
                     break
                 try:
                     fh = tf.extractfile(m)
-                    data: Union[bytes, str] = fh.read() if fh else b""
+                    data: bytes | str = fh.read() if fh else b""
                 except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
                     data = f"corrupt archive member ({one_line(exc)})"
                 read.append((m.name, m, data))
@@ -153,5 +168,3 @@ class TarProvider(Provider):
                 yield item
         if stop:
             yield FileError(stop[0], stop[1], self.spec)
-
-

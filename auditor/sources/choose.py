@@ -5,17 +5,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
-
 
 from auditor.model import FileError
-
-from auditor.sources.files import Filters, InputError, Provider
-from auditor.sources.directory import DirectoryProvider, InstalledProvider, SingleFileProvider, site_packages
 from auditor.sources.archives import TarProvider, ZipProvider
+from auditor.sources.directory import DirectoryProvider, InstalledProvider, SingleFileProvider, site_packages
+from auditor.sources.files import Filters, InputError, Provider
 from auditor.sources.git import GitRevisionProvider, is_spec
-
 
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
 
@@ -33,8 +30,21 @@ def download(requirement: str, cache_dir: Path) -> Path:
         return cached[0]
     slot.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(slot), requirement],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-q",
+            "-d",
+            str(slot),
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
     )
     found = sorted(slot.glob("*.whl"))
     if proc.returncode == 0 and found:
@@ -43,7 +53,7 @@ def download(requirement: str, cache_dir: Path) -> Path:
     raise InputError(f"{requirement}: no wheel could be downloaded ({last.removeprefix('ERROR: ') or 'pip failed'})")
 
 
-def provider_for(spec: str, filters: Filters = Filters(), cache_dir: Optional[Path] = None) -> Provider:
+def provider_for(spec: str, filters: Filters = Filters(), cache_dir: Path | None = None) -> Provider:
     """Pick the provider for one input as the user named it."""
     p = Path(spec)
     if p.is_dir():
@@ -70,7 +80,7 @@ def provider_for(spec: str, filters: Filters = Filters(), cache_dir: Optional[Pa
     raise InputError(f"{spec}: no such file, directory or installed distribution")
 
 
-def providers(specs: Sequence[str], filters: Filters = Filters(), cache_dir: Optional[Path] = None) -> list[Provider]:
+def providers(specs: Sequence[str], filters: Filters = Filters(), cache_dir: Path | None = None) -> list[Provider]:
     """Providers for the command line's inputs; none given means this interpreter's site-packages."""
     if not specs:
         return [DirectoryProvider(p, filters, kind="installed") for p in site_packages()]
@@ -84,5 +94,3 @@ def read_all(provider: Provider) -> tuple[list, list[FileError]]:
     for item in provider.collect():
         (errors if isinstance(item, FileError) else files).append(item)
     return files, errors
-
-

@@ -5,13 +5,24 @@ from __future__ import annotations
 import os
 import stat
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
-
 
 from auditor.model import FileError
-
-from auditor.sources.files import Filters, InputError, Item, LazyFile, Origin, Provider, TEMPLATE_EXTENSIONS, os_reason, suffix_of, language_of, max_bytes, wanted
+from auditor.sources.files import (
+    TEMPLATE_EXTENSIONS,
+    Filters,
+    InputError,
+    Item,
+    LazyFile,
+    Origin,
+    Provider,
+    language_of,
+    max_bytes,
+    os_reason,
+    suffix_of,
+    wanted,
+)
 
 
 class DirectoryProvider(Provider):
@@ -20,7 +31,7 @@ class DirectoryProvider(Provider):
 
     kind = "dir"
 
-    def __init__(self, spec: str, filters: Filters = Filters(), root: Optional[Path] = None, kind: str = "dir"):
+    def __init__(self, spec: str, filters: Filters = Filters(), root: Path | None = None, kind: str = "dir"):
         super().__init__(spec, filters)
         self.root = Path(root or spec)
         self.kind = kind
@@ -49,7 +60,7 @@ class DirectoryProvider(Provider):
                 if item is not None:
                     yield item
 
-    def entry(self, full: str, rel: str, inside: Optional[str] = None) -> Optional[Item]:
+    def entry(self, full: str, rel: str, inside: str | None = None) -> Item | None:
         """One file as a :class:`LazyFile`, or why it cannot be scanned (stat only; the bytes are
         read later). With ``inside``, a symlink whose target lies outside that directory is refused."""
         try:
@@ -93,7 +104,9 @@ class InstalledProvider(Provider):
         try:
             dist = metadata.distribution(self.spec)
         except metadata.PackageNotFoundError:
-            raise InputError(f"{self.spec}: no such input (not a path, and no installed distribution of that name)") from None
+            raise InputError(
+                f"{self.spec}: no such input (not a path, and no installed distribution of that name)"
+            ) from None
         files = dist.files or []
         reader = DirectoryProvider(self.spec, self.filters)
         base = os.path.realpath(str(dist.locate_file("")))
@@ -130,5 +143,3 @@ class SingleFileProvider(Provider):
         if isinstance(item, LazyFile):
             item = LazyFile(self.spec.replace(os.sep, "/"), item.language, self.spec, item.origin)
         yield item
-
-

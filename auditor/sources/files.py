@@ -8,9 +8,10 @@ import posixpath
 import re
 import stat
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Iterator, Optional, Union
+from typing import Union
 
 import pathspec
 
@@ -33,7 +34,7 @@ class InputError(Exception):
     """An input that cannot be read at all (exit 2)."""
 
 
-def language_of(path: str, head: bytes = b"") -> Optional[str]:
+def language_of(path: str, head: bytes = b"") -> str | None:
     """``python``, ``cuda``, ``binary`` (a shared object) or None (not scanned), from the name
     and, for templates, the text."""
     if _SHARED_OBJECT.search(path):
@@ -44,7 +45,7 @@ def language_of(path: str, head: bytes = b"") -> Optional[str]:
     if suffix in C_EXTENSIONS:
         return "cuda"
     if suffix in TEMPLATE_EXTENSIONS:
-        inner = suffix_of(path[:len(path) - len(suffix)])
+        inner = suffix_of(path[: len(path) - len(suffix)])
         if inner in C_EXTENSIONS:
             return "cuda"
         if inner == "" and _TEMPLATE_HINT.search(head):
@@ -90,7 +91,7 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
     return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
-def make_file(path: str, data: bytes, origin: str) -> Optional[Item]:
+def make_file(path: str, data: bytes, origin: str) -> Item | None:
     lang = language_of(path, data[:4096])
     if lang is None:
         return None
@@ -237,5 +238,3 @@ class Provider:
 
     def collect(self) -> Iterator[Item]:  # pragma: no cover - interface
         raise NotImplementedError
-
-

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from auditor.model import FileError, InputInfo, SourceFile
 from auditor.sources.archives import MAX_ARCHIVE_BYTES
@@ -36,7 +36,7 @@ def spec(repo: str, rev: str) -> str:
 
 def split_spec(text: str) -> tuple[str, str]:
     """``git:REV`` -> (".", REV); ``git:PATH:REV`` -> (PATH, REV). A commit-ish holds no ':'."""
-    body = text[len(PREFIX):]
+    body = text[len(PREFIX) :]
     repo, sep, rev = body.rpartition(":")
     if not sep:
         repo = "."
@@ -47,8 +47,12 @@ def split_spec(text: str) -> tuple[str, str]:
 
 def _git(repo: str, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(["git", "-C", repo, *args], input=data, capture_output=True,
-                              stdin=None if data is not None else subprocess.DEVNULL)
+        return subprocess.run(
+            ["git", "-C", repo, *args],
+            input=data,
+            capture_output=True,
+            stdin=None if data is not None else subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         raise InputError("git is not installed (needed to read revisions)") from None
     except OSError as exc:
@@ -94,8 +98,7 @@ def _tree(repo: str, commit: str) -> list[_Entry]:
             continue
         meta, _, path = record.partition(b"\t")
         mode, kind, sha, size = meta.decode().split()
-        out.append(_Entry(mode, kind, sha, int(size) if size.isdigit() else 0,
-                          path.decode("utf-8", "surrogateescape")))
+        out.append(_Entry(mode, kind, sha, int(size) if size.isdigit() else 0, path.decode("utf-8", "surrogateescape")))
     return sorted(out, key=lambda e: e.path)
 
 
@@ -146,8 +149,9 @@ class GitRevisionProvider(Provider):
             elif e.size > MAX_FILE_BYTES:
                 yield FileError(e.path, f"file too large ({e.size} bytes > {MAX_FILE_BYTES})", self.spec)
             elif total + e.size > MAX_ARCHIVE_BYTES:
-                yield FileError(e.path, f"revision holds more than {MAX_ARCHIVE_BYTES} bytes of source; rest not read",
-                                self.spec)
+                yield FileError(
+                    e.path, f"revision holds more than {MAX_ARCHIVE_BYTES} bytes of source; rest not read", self.spec
+                )
                 break
             else:
                 total += e.size
