@@ -19,6 +19,68 @@ HOST = "host"
 _TARGET_NAME = re.compile(r"^(?:sm_|compute_)?(\d+)([af]?)$")
 
 
+@dataclass(frozen=True, order=True, slots=True)
+class Capability:
+    """A compute capability as a number pair, so that 10.0 sorts after 9.0; reports keep the
+    ``12.0`` label, and every reading of one goes through :meth:`parse`."""
+
+    major: int
+    minor: int
+
+    @staticmethod
+    @cache
+    def parse(label: str) -> Capability:
+        """``12.0`` -> (12, 0); a bare major (``12``) is minor 0."""
+        major, _, minor = label.partition(".")
+        return Capability(int(major), int(minor or 0))
+
+    @staticmethod
+    def of_target(target: str) -> Capability:
+        """The capability an nvcc target runs on: ``sm_120a`` and ``compute_120`` -> 12.0."""
+        return Capability.parse(capability_of(target))
+
+    @property
+    def number(self) -> int:
+        """The number nvcc writes in target names: 12.0 -> 120."""
+        return self.major * 10 + self.minor
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+_RELATIONS = {
+    "exact": lambda code, device: device == code,
+    "family": lambda code, device: device.major == code.major and device.minor >= code.minor,
+    "at_least": lambda code, device: device >= code,
+}
+
+
+def runs_on(kind: str, target: str, device: Capability) -> bool:
+    """Whether code of ``kind`` (``sass`` or ``ptx``) built for an nvcc target runs on a device:
+    SASS as is, PTX through the driver's JIT, as ``data/devices.json`` says per target suffix."""
+    m = _TARGET_NAME.match(target)
+    relation = _runs().get(kind, {}).get(m.group(2)) if m else None
+    return relation is not None and _RELATIONS[relation](Capability.of_target(target), device)
+
+
+@cache
+def _runs() -> dict[str, dict[str, str]]:
+    return _load("devices.json")["runs"]
+
+
+def jit_targets(ptx: str) -> set[str]:
+    """The nvcc targets of the same suffix that PTX built for ``ptx`` (``compute_90``) can be
+    JIT-compiled for: the same or newer plain targets, its own ``a`` target, its ``f`` family."""
+    m = _TARGET_NAME.match(ptx)
+    if not m:
+        return set()
+    return {
+        t
+        for t in device_targets()
+        if _TARGET_NAME.match(t).group(2) == m.group(2) and runs_on("ptx", ptx, Capability.of_target(t))
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """A target the user asked about: a capability, or one exact nvcc variant of it."""
@@ -66,13 +128,6 @@ def _target_key(name: str) -> tuple[int, int]:
     m = _TARGET_NAME.match(name)
     assert m, name
     return int(m.group(1)), "af".find(m.group(2)) + 1 if m.group(2) else 0
-
-
-@cache
-def capability_number(capability: str) -> tuple[int, int]:
-    """``12.0`` -> ``(12, 0)``; a bare major (``12``) is minor 0."""
-    major, _, minor = capability.partition(".")
-    return int(major), int(minor or 0)
 
 
 def capability_of(target: str) -> str:

@@ -18,10 +18,8 @@ from collections.abc import Iterable
 from functools import cache, lru_cache
 
 from auditor import arch
-from auditor.arch import HOST, Target
+from auditor.arch import HOST, Capability, Target
 from auditor.model import Gate
-
-_number = arch.capability_number
 
 CLASSES = ("hardware", "conservative", "unknown")
 """What an excluding gate guards: something the target lacks, only what it has, or nothing known."""
@@ -91,7 +89,7 @@ def capabilities_of(gate: Gate) -> tuple[str, ...]:
     capability when any of its variants is in)."""
     let_in = allowed(gate)
     caps = {_capability(t) for t in let_in if t != HOST} if gate.domain == "target" else set(let_in)
-    return tuple(sorted(caps, key=_number))
+    return tuple(sorted(caps, key=Capability.parse))
 
 
 @cache
@@ -102,5 +100,5 @@ def _capability(target: str) -> str:
 @cache
 def domain_capabilities(domain: str) -> tuple[str, ...]:
     if domain == "target":
-        return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=_number))
+        return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=Capability.parse))
     return arch.capabilities()

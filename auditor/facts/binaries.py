@@ -100,21 +100,6 @@ _DECOMPRESS: dict[str, tuple[Callable[[bytes, int], bytes], str]] = {
 }
 """Compression name -> (decompressor, why it is unavailable or "")."""
 
-# How a device's capability must relate to the code's for the code to run there.
-_FITS: dict[str, Callable[[tuple[int, int], tuple[int, int]], bool]] = {
-    "exact": lambda code, dev: dev == code,
-    "family": lambda code, dev: dev[0] == code[0] and dev[1] >= code[1],
-    "at_least": lambda code, dev: dev >= code,
-}
-_RULES = {
-    ("sass", ""): "family",
-    ("sass", "a"): "exact",
-    ("sass", "f"): "family",
-    ("ptx", ""): "at_least",
-    ("ptx", "a"): "exact",
-    ("ptx", "f"): "family",
-}
-"""(kind, suffix) -> which relation of ``_FITS`` lets a device run the code."""
 _VERDICTS = (("sass", "native"), ("ptx", "jit"))
 """Checked in order: SASS that fits runs as is, PTX that fits is JIT-compiled."""
 
@@ -139,20 +124,9 @@ def read_embedded(data: bytes, path: str) -> BinaryListing:
 def loadability(entries: Iterable[EmbeddedCode], capability: str) -> str:
     """``native`` if some SASS runs on ``capability`` (``12.0``), else ``jit`` if some PTX can be
     compiled for it, else ``none``."""
-    device = _pair(capability)
-    fitting = {e.kind for e in entries if _fits(e, device)}
+    device = arch.Capability.parse(capability)
+    fitting = {e.kind for e in entries if arch.runs_on(e.kind, e.target, device)}
     return next((verdict for kind, verdict in _VERDICTS if kind in fitting), "none")
-
-
-def _fits(entry: EmbeddedCode, device: tuple[int, int]) -> bool:
-    m = _TARGET.match(entry.target)
-    rule = _RULES.get((entry.kind, m.group(2))) if m else None
-    return rule is not None and _FITS[rule](_pair(arch.capability_of(entry.target)), device)
-
-
-def _pair(capability: str) -> tuple[int, int]:
-    major, _, minor = capability.partition(".")
-    return int(major), int(minor or 0)
 
 
 def _sort_key(e: EmbeddedCode) -> tuple:

@@ -90,6 +90,6 @@ def promised(name: str) -> frozenset[str] | None:
             caps = {entry["capability"].format(*groups)}
         else:
             major = entry["major"].format(*groups)
-            caps = {c for c in arch.capabilities() if c.split(".")[0] == major}
+            caps = {c for c in arch.capabilities() if arch.Capability.parse(c).major == int(major)}
         return frozenset(c for c in caps if c in arch.capabilities())
     return None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import Resolution
 from auditor.python.symbols import Binding, ClassInfo, Module, Program, assigned_in, definition_at, destructure, imports
@@ -108,8 +109,8 @@ _STR_METHODS = {
 
 
 def capability(label: str) -> Cap:
-    major, minor = label.split(".")
-    return Cap((int(major), int(minor)))
+    c = arch.Capability.parse(label)
+    return Cap((c.major, c.minor))
 
 
 def line_of(node: Node) -> int:

@@ -126,10 +126,8 @@ def _enum_members(node: Node) -> tuple[str, ...] | None:
 
 
 def _listed_cap(label: str, items, unit: str) -> bool:
-    major, minor = (int(x) for x in label.split("."))
-    if unit == "major":
-        return major in items
-    return major * 10 + minor in items
+    cap = arch.Capability.parse(label)
+    return (cap.major if unit == "major" else cap.number) in items
 
 
 def _constant(it: Interp, mod: Module, node: Node):
@@ -227,26 +225,10 @@ def _arch_list(text: str) -> set[str] | None:
 
 
 def _code(code: str) -> set[str]:
-    """``sm_90a`` -> itself; PTX ``compute_90`` -> every target it can JIT to (same or newer;
-    ``a`` PTX only its own target, ``f`` PTX its family)."""
-    m = _NUMBER.match(code)
-    if not m:
-        return set()
-    number, suffix = int(m.group(1)), m.group(2)
-    targets = arch.device_targets()
+    """``sm_90a`` -> itself; PTX ``compute_90`` -> every target it can JIT to (:func:`arch.jit_targets`)."""
     if code.startswith("sm_"):
-        return {code} if code in targets else set()
-    out = set()
-    for t in targets:
-        tm = _NUMBER.match(t)
-        n, s = int(tm.group(1)), tm.group(2)
-        if suffix == "a" and t == f"sm_{number}a":
-            out.add(t)
-        elif suffix == "f" and s == "f" and n // 10 == number // 10 and n >= number:
-            out.add(t)
-        elif suffix == "" and s == "" and n >= number:
-            out.add(t)
-    return out
+        return {code} if code in arch.device_targets() else set()
+    return arch.jit_targets(code) if _NUMBER.match(code) else set()
 
 
 def _strings(node: Node):

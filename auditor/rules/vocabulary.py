@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from auditor import arch
-from auditor.arch import HOST, Target
+from auditor.arch import HOST, Capability, Target
 from auditor.facts import names
 from auditor.model import Feature, Gate
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
+
+_cap = Capability.parse
+"""Capability labels are compared as numbers (10.0 > 9.0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +122,12 @@ def excludes_target(v: GateView) -> bool:
 
 def admits_below_target(v: GateView) -> bool:
     """Some admitted capability is older than an excluded target."""
-    return any(_number(c) < _number(t.capability) for t in v.excluded for c in v.capabilities)
+    return any(_cap(c) < _cap(t.capability) for t in v.excluded for c in v.capabilities)
 
 
 def admits_above_target(v: GateView) -> bool:
     """Some admitted capability is newer than an excluded target."""
-    return any(_number(c) > _number(t.capability) for t in v.excluded for c in v.capabilities)
+    return any(_cap(c) > _cap(t.capability) for t in v.excluded for c in v.capabilities)
 
 
 def upper_bound_cuts_target(v: GateView) -> bool:
@@ -137,10 +140,10 @@ def upper_bound_cuts_target(v: GateView) -> bool:
     """
     if not v.capabilities:
         return False
-    newest = _major(v.capabilities[-1])
+    newest = _cap(v.capabilities[-1]).major
     for t in v.excluded:
-        major = _major(t.capability)
-        older = [_major(c) for c in v.domain_capabilities if _major(c) < major]
+        major = _cap(t.capability).major
+        older = [_cap(c).major for c in v.domain_capabilities if _cap(c).major < major]
         if older and newest == max(older):
             return True
     return False
@@ -148,12 +151,14 @@ def upper_bound_cuts_target(v: GateView) -> bool:
 
 def minor_trap(v: GateView) -> bool:
     """An excluded target's major is admitted through another minor (12.0 in, 12.1 out)."""
-    return any(c != t.capability and _major(c) == _major(t.capability) for t in v.excluded for c in v.capabilities)
+    return any(
+        c != t.capability and _cap(c).major == _cap(t.capability).major for t in v.excluded for c in v.capabilities
+    )
 
 
 def several_majors(v: GateView) -> bool:
     """The admitted capabilities span more than one major: an enumeration, not one arch's feature."""
-    return len({_major(c) for c in v.capabilities}) > 1
+    return len({_cap(c).major for c in v.capabilities}) > 1
 
 
 def feature_family(v: GateView) -> bool:
@@ -262,8 +267,8 @@ def _beyond_name(v: GateView) -> tuple[str, ...]:
     promised = _promised(v.gate)
     if not promised or not promised <= set(v.capabilities) or len(v.capabilities) == len(v.domain_capabilities):
         return ()
-    majors = {_major(c) for c in promised}
-    return tuple(c for c in v.capabilities if _major(c) not in majors)
+    majors = {_cap(c).major for c in promised}
+    return tuple(c for c in v.capabilities if _cap(c).major not in majors)
 
 
 def _promised(gate: Gate) -> set[str]:
@@ -280,14 +285,6 @@ def _promised(gate: Gate) -> set[str]:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
-
-
-def _number(capability: str) -> tuple[int, int]:
-    return arch.capability_number(capability)
-
-
-def _major(capability: str) -> int:
-    return arch.capability_number(capability)[0]
 
 
 def _labels(targets: Iterable[Target]) -> str:
@@ -316,8 +313,8 @@ def _missing(v: GateView) -> str:
 
 
 def _same_major(v: GateView) -> str:
-    majors = {_major(t.capability) for t in v.excluded}
-    return ", ".join(c for c in v.capabilities if _major(c) in majors) or "none"
+    majors = {_cap(t.capability).major for t in v.excluded}
+    return ", ".join(c for c in v.capabilities if _cap(c).major in majors) or "none"
 
 
 FIELDS: dict[str, Callable[[GateView], str]] = {
@@ -333,7 +330,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
-    "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=_number)) or "none",
+    "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
