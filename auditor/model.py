@@ -3,6 +3,107 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Word(str, Enum):
+    """A word of a closed vocabulary: it compares, hashes, serialises and formats as its text, so
+    reports stay plain strings, while a misspelt word fails where it is written."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class GateKind(Word):
+    """What shape of code a gate is (rules select on it with ``applies_to.kinds``)."""
+
+    PREPROCESSOR = "preprocessor"
+    """``#if``/``#elif`` on ``__CUDA_ARCH__`` and its family macros."""
+    DERIVED_MACRO = "derived-macro"
+    """``#if`` on a macro that headers define under arch conditions (CUTLASS ``*_ENABLED``)."""
+    CCCL_TARGET = "cccl-target"
+    """A CCCL ``NV_IF_TARGET``/``NV_DISPATCH_TARGET`` arm."""
+    PREDICATE_CALL = "predicate-call"
+    """A Python call of a capability predicate (``is_sm90_supported()``)."""
+    PLATFORM_API = "platform-api"
+    """A Python test through a platform API (``current_platform.has_device_capability(90)``)."""
+    CAPABILITY_COMPARE = "capability-compare"
+    """A Python comparison of a device capability (``major >= 9``)."""
+    MAJOR_LIST = "major-list"
+    """A list of capabilities or majors (``supported_major_versions=[9, 10]``)."""
+    GENCODE_FLAGS = "gencode-flags"
+    """nvcc flags or an arch list in Python (``-gencode=arch=compute_90a,code=sm_90a``)."""
+
+
+class Language(Word):
+    """How a gate's file is read."""
+
+    PYTHON = "python"
+    CUDA = "cuda"
+    """C, C++, CUDA and their templates."""
+
+
+class Domain(Word):
+    """The finite universe a gate's condition is enumerated over."""
+
+    TARGET = "target"
+    """nvcc compile targets plus ``host``."""
+    DEVICE = "device"
+    """Device compute capabilities."""
+
+
+class ResolvedBy(Word):
+    """How a gate's meaning was found."""
+
+    LITERAL = "literal"
+    DEFINITION = "definition"
+    """Through a definition in the input (a macro, a predicate's body)."""
+    NAME = "name"
+    """From a predicate's name alone (its definition is not in the input)."""
+
+
+class Guards(Word):
+    """What a gate's branch does, where that changes what it means."""
+
+    TAKE = ""
+    """The branch is the code the condition admits."""
+    REJECT = "reject"
+    """The branch is an exit (raise, a bare return): the code that matters is what it lets through."""
+
+
+class Verdict(Word):
+    """Whether the code a gate protects may run on one target."""
+
+    ADMITS = "admits"
+    EXCLUDES = "excludes"
+
+
+class Classification(Word):
+    """What an excluding gate guards."""
+
+    NONE = ""
+    """The gate excludes no requested target."""
+    HARDWARE = "hardware"
+    """Something the target lacks."""
+    CONSERVATIVE = "conservative"
+    """Only what the target has."""
+    UNKNOWN = "unknown"
+    """Nothing known either way."""
+
+
+class Severity(Word):
+    """How much a finding matters, lowest first (``--fail-on`` counts from one up)."""
+
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,24 +173,23 @@ class Gate:
     file: str
     line: int
     end_line: int
-    language: str
-    kind: str
+    language: Language
+    kind: GateKind
     expression: str
     """The condition as written, on one line."""
-    domain: str
-    """``target`` (nvcc targets + host) or ``device`` (compute capabilities)."""
+    domain: Domain
     admits: tuple[str, ...]
     """Ordered as the domain orders it."""
     unknowns: tuple[str, ...] = ()
-    resolved_by: str = "literal"
+    resolved_by: ResolvedBy = ResolvedBy.LITERAL
     features: tuple[Feature, ...] = ()
     resolutions: tuple[Resolution, ...] = ()
     chain: tuple[str, ...] = ()
     """The effective condition, outermost first: enclosing branches, negated earlier siblings, own."""
     context: str = ""
     """The enclosing function or macro, when known."""
-    guards: str = ""
-    """``reject`` when the gate guards an exit: Python ``if not ok: raise``, or a branch that only
+    guards: Guards = Guards.TAKE
+    """:attr:`Guards.REJECT` when the gate guards an exit: Python ``if not ok: raise``, or a branch that only
     returns (nothing, None or False) while the function goes on."""
     surely: tuple[str, ...] = ()
     """For a rejection guard, where its condition is certainly true: the rejection is certain
@@ -104,7 +204,7 @@ class Gate:
     """Top-level package or folder the file belongs to."""
 
 
-SEVERITIES = ("info", "low", "medium", "high")
+SEVERITIES: tuple[Severity, ...] = tuple(Severity)
 """Finding severities, lowest first (``--fail-on`` counts from one of them up)."""
 
 
@@ -113,14 +213,13 @@ class Finding:
     """Why a person should care about a gate: a rule that matched it."""
 
     rule: str
-    severity: str
+    severity: Severity
     gate: str
     file: str
     line: int
     message: str
     confidence: str = "high"
-    classification: str = ""
-    """``hardware``, ``conservative`` or ``unknown`` for gates that exclude the target."""
+    classification: Classification = Classification.NONE
     input: str = ""
 
 

@@ -10,7 +10,7 @@ from auditor.render import diff as render_diff
 from auditor.render import markdown
 from auditor.render.json import verdicts
 from auditor.render.report import SEVERITIES
-from tests.render_support import REPORTS, scan
+from tests.render.render_support import REPORTS, scan
 
 
 def test_fixture_report_links_and_escapes():

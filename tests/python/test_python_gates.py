@@ -12,7 +12,7 @@ from auditor import arch
 from auditor.model import SourceFile
 from auditor.python.extract import extract
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TABLES = sorted((ROOT / "fixtures" / "gates").glob("python-*.yaml"))
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from auditor.render import html
 from tests.conftest import wheel
-from tests.render_support import ARTIFACTS, REPORTS, chromium, scan
+from tests.render.render_support import ARTIFACTS, REPORTS, chromium, scan
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 

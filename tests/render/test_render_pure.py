@@ -9,7 +9,7 @@ import pytest
 
 from auditor import cli
 from auditor.render import terminal
-from tests.render_support import REPORTS, scan
+from tests.render.render_support import REPORTS, scan
 
 RENDERERS = {**cli.renderers(), "terminal": terminal.render}
 ALL = tuple(cli.FORMAT_BY_SUFFIX.values())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -12,10 +11,10 @@ import tomllib
 
 from auditor.render import sarif
 from auditor.rules import rulebook
-from tests.conftest import wheel
-from tests.render_support import REPORTS, scan
+from tests.conftest import ROOT, wheel
+from tests.render.render_support import REPORTS, scan
 
-SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 
 
 @cache
@@ -60,7 +59,7 @@ def test_rules_come_from_the_rule_files_sorted(log):
 
 def test_links_point_at_the_project_url_or_nowhere(log):
     """No placeholder address: links derive from pyproject's [project.urls], or are left out."""
-    urls = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))["project"].get("urls", {})
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"].get("urls", {})
     assert (sarif.PROJECT_URL in urls.values()) if urls else sarif.PROJECT_URL is None
     driver = log["runs"][0]["tool"]["driver"]
     assert driver.get("informationUri") == sarif.PROJECT_URL

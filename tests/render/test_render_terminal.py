@@ -12,7 +12,7 @@ import sys
 from rich.console import Console
 
 from auditor.render import terminal, text
-from tests.render_support import REPORTS, scan
+from tests.render.render_support import REPORTS, scan
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -22,7 +22,7 @@ from auditor import arch, cli, pipeline, sources
 from auditor.model import SourceFile
 from auditor.render import json as render_json
 from auditor.render import text as render_text
-from tests.test_binaries import KERNEL, NVCC, WHEEL, WHEEL_CACHE
+from tests.facts.test_binaries import KERNEL, NVCC, WHEEL, WHEEL_CACHE
 
 GATE = """import torch
 

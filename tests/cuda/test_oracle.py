@@ -10,8 +10,8 @@ from auditor import arch
 from auditor.cuda.gates import decode, scan_file
 from auditor.cuda.macros import Evaluator, MacroTable
 from auditor.sources import DirectoryProvider, read_all
-from tests import oracle
 from tests.conftest import FIXTURES, wheel
+from tests.cuda import oracle
 
 pytestmark = pytest.mark.skipif(oracle.GXX is None, reason="needs g++ as the oracle")
 
