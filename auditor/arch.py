@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from auditor.model import Domain
+
 HOST = "host"
 _TARGET_NAME = re.compile(r"^(?:sm_|compute_)?(\d+)([af]?)$")
 
@@ -185,7 +187,7 @@ def admits_target(domain: str, admits: Iterable[str], target: Target) -> bool:
     device domain the capability itself must be admitted.
     """
     admitted = admits if isinstance(admits, (tuple, list, frozenset, set)) else tuple(admits)
-    if domain == "target":
+    if domain == Domain.TARGET:
         return any(v in admitted for v in target.variants)
     return target.capability in admitted
 
@@ -198,7 +200,7 @@ def admitting_variants(admits: Iterable[str], target: Target) -> tuple[str, ...]
 
 def domain_order(domain: str) -> tuple[str, ...]:
     """The ordered universe of a domain."""
-    return target_order() if domain == "target" else capabilities()
+    return target_order() if domain == Domain.TARGET else capabilities()
 
 
 def sort_archs(domain: str, archs: Iterable[str]) -> tuple[str, ...]:

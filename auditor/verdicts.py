@@ -19,10 +19,7 @@ from functools import cache, lru_cache
 
 from auditor import arch
 from auditor.arch import HOST, Capability, Target
-from auditor.model import Gate
-
-CLASSES = ("hardware", "conservative", "unknown")
-"""What an excluding gate guards: something the target lacks, only what it has, or nothing known."""
+from auditor.model import Classification, Domain, Gate, Guards, Verdict
 
 
 def availability(status: str) -> str:
@@ -42,7 +39,7 @@ def allowed(gate: Gate) -> tuple[str, ...]:
     dtype != fp8: raise`` rejects nothing for sure, and neither does a condition on a value
     the evaluator could not pin down on any capability.
     """
-    if gate.guards != "reject":
+    if gate.guards != Guards.REJECT:
         return gate.admits
     return _let_through(gate.domain, gate.surely)
 
@@ -65,30 +62,31 @@ def _keeps_out(domain: str, let_in: tuple[str, ...], target: Target) -> bool:
     return not arch.admits_target(domain, let_in, target)
 
 
-def verdicts(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
-    """``{"12.0": "admits" | "excludes", ...}``: whether the code the gate protects may run on
+def verdicts(gate: Gate, targets: Iterable[Target]) -> dict[str, Verdict]:
+    """``{"12.0": admits | excludes, ...}``: whether the code the gate protects may run on
     each target (for a rejection guard, what the rejection lets through)."""
-    return {t.label: "excludes" if turns_away(gate, t) else "admits" for t in targets}
+    return {t.label: Verdict.EXCLUDES if turns_away(gate, t) else Verdict.ADMITS for t in targets}
 
 
-def classify(gate: Gate, targets: Iterable[Target]) -> str:
-    """``hardware``, ``conservative`` or ``unknown`` for a gate that excludes a target, else ``""``."""
+def classify(gate: Gate, targets: Iterable[Target]) -> Classification:
+    """What the code behind a gate that excludes a target needs there; :attr:`Classification.NONE`
+    for a gate that excludes none."""
     excluded = [t for t in targets if turns_away(gate, t)]
     if not excluded:
-        return ""
+        return Classification.NONE
     if not gate.features:
-        return "unknown"
+        return Classification.UNKNOWN
     found = {availability(dict(f.on_target).get(t.capability, "")) for f in gate.features for t in excluded}
     if "no" in found:
-        return "hardware"
-    return "conservative" if found == {"yes"} else "unknown"
+        return Classification.HARDWARE
+    return Classification.CONSERVATIVE if found == {"yes"} else Classification.UNKNOWN
 
 
 def capabilities_of(gate: Gate) -> tuple[str, ...]:
     """Device capabilities the gate lets through, ascending (a target-domain set counts a
     capability when any of its variants is in)."""
     let_in = allowed(gate)
-    caps = {_capability(t) for t in let_in if t != HOST} if gate.domain == "target" else set(let_in)
+    caps = {_capability(t) for t in let_in if t != HOST} if gate.domain == Domain.TARGET else set(let_in)
     return tuple(sorted(caps, key=Capability.parse))
 
 
@@ -99,6 +97,7 @@ def _capability(target: str) -> str:
 
 @cache
 def domain_capabilities(domain: str) -> tuple[str, ...]:
-    if domain == "target":
+    """Every capability a domain can express, ascending."""
+    if domain == Domain.TARGET:
         return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=Capability.parse))
     return arch.capabilities()

@@ -1,19 +1,23 @@
-"""Generate docs/rules.md from rules/*.yaml and the predicate vocabulary, so the docs cannot drift.
+"""Generate docs/rules.md from rules/*.yaml and the predicate vocabulary, and rules/schema.json's
+enums from the code's vocabularies, so that neither can drift.
 
-python scripts/gen_rule_docs.py          # rewrite docs/rules.md
-python scripts/gen_rule_docs.py --check  # exit 1 when docs/rules.md is stale
+python scripts/gen_rule_docs.py          # rewrite docs/rules.md and rules/schema.json
+python scripts/gen_rule_docs.py --check  # exit 1 when either is stale
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 from pathlib import Path
 
 from auditor.rules import engine, rulebook
 from auditor.rules import vocabulary as predicates
 
-OUT = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "rules.md"
+SCHEMA = ROOT / "rules" / "schema.json"
 
 INTRO = """\
 # archaudit rules
@@ -130,15 +134,22 @@ def render() -> str:
     )
 
 
+def schema() -> str:
+    """rules/schema.json as the code's vocabularies fill it in."""
+    base = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    return json.dumps(rulebook.with_vocabulary(base), indent=2, ensure_ascii=False) + "\n"
+
+
 def main(argv: list[str]) -> int:
-    """Write the page, or with ``--check`` say whether it is current."""
-    text = render()
+    """Write the page and the schema, or with ``--check`` say whether they are current."""
+    outputs = {OUT: render(), SCHEMA: schema()}
     if "--check" in argv:
-        if not OUT.exists() or OUT.read_text(encoding="utf-8") != text:
-            print(f"{OUT} is stale: run python scripts/gen_rule_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text, encoding="utf-8")
+        stale = [p for p, text in outputs.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+        for p in stale:
+            print(f"{p} is stale: run python scripts/gen_rule_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for p, text in outputs.items():
+        p.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -18,7 +18,7 @@ from auditor.cuda.cccl import cccl_condition
 from auditor.cuda.directives import scan
 from auditor.cuda.macros import Evaluator, MacroTable, names_an_arch, parse_condition
 from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
-from auditor.model import FileError, Gate, Resolution, SourceFile
+from auditor.model import Domain, FileError, Gate, GateKind, Language, Resolution, ResolvedBy, SourceFile
 
 _CCCL = re.compile(r"NV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")  # literal first: fast search
 _ARCH_TOKEN = re.compile(r"__CUDA_ARCH|NV_(?:IF|DISPATCH)_")
@@ -232,9 +232,9 @@ def gates(
                 continue
             local_ids = set().union(*(cexpr.identifiers(n) for n in nodes))
             kind = (
-                "cccl-target"
+                GateKind.CCCL_TARGET
                 if b.keyword.startswith("NV_")
-                else ("derived-macro" if local_ids & table.derived else "preprocessor")
+                else (GateKind.DERIVED_MACRO if local_ids & table.derived else GateKind.PREPROCESSOR)
             )
             expression = " ".join(b.expression.split())
             key = (kind, expression)
@@ -260,13 +260,13 @@ def gates(
                     file=fs.path,
                     line=b.line,
                     end_line=b.end_line,
-                    language="cuda",
+                    language=Language.CUDA,
                     kind=kind,
                     expression=expression,
-                    domain="target",
+                    domain=Domain.TARGET,
                     admits=tuple(t for t, r in zip(targets, reach) if r is not False),
                     unknowns=tuple(sorted(unknowns)),
-                    resolved_by="definition" if derived else "literal",
+                    resolved_by=ResolvedBy.DEFINITION if derived else ResolvedBy.LITERAL,
                     resolutions=resolutions,
                     chain=tuple(c if pol else f"!({c})" for c, pol in b.inherited + b.local),
                     body_lines=b.body,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.arch import Target
-from auditor.model import Finding, Gate, SourceFile
+from auditor.model import Finding, Gate, ResolvedBy, SourceFile
 from auditor.rules.rulebook import Rule
 from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
 
@@ -53,7 +53,7 @@ def active(rule_id: str, select: Sequence[str], ignore: Sequence[str]) -> bool:
 
 def confidence(gate: Gate) -> str:
     """How sure the evaluation is: lower when it rests on a name or on unknown identifiers."""
-    if gate.resolved_by == "name":
+    if gate.resolved_by == ResolvedBy.NAME:
         return "low"
     return "medium" if gate.unknowns else "high"
 

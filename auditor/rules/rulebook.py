@@ -20,8 +20,8 @@ import jsonschema
 import yaml
 from jsonschema.exceptions import best_match
 
-from auditor.model import FileError, Finding, Gate, SourceFile
-from auditor.rules.vocabulary import FIELDS, PARAMETRIC, PREDICATES, Predicate
+from auditor.model import SEVERITIES, FileError, Finding, Gate, GateKind, Language, SourceFile
+from auditor.rules.vocabulary import FIELDS, PARAMETRIC, PARAMETRIC_VALUES, PREDICATES, Predicate
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema=schema.json"
 
@@ -87,8 +87,41 @@ class Rule:
 
 @cache
 def schema() -> dict:
-    """The published rule schema."""
-    return json.loads(resources.files("auditor.rules.pack").joinpath("schema.json").read_text("utf-8"))
+    """The rule schema, with its closed vocabularies (severities, languages, gate kinds, the
+    predicates and the values they take) filled in from the code, so that a rule naming a kind
+    that does not exist fails to load (and ``archaudit rules test`` with it) instead of silently
+    matching nothing. ``rules/schema.json`` is this schema written out for editors
+    (``scripts/gen_rule_docs.py``); a test keeps the two equal."""
+    text = resources.files("auditor.rules.pack").joinpath("schema.json").read_text("utf-8")
+    return with_vocabulary(json.loads(text))
+
+
+def with_vocabulary(base: dict) -> dict:
+    """``base`` (the schema's structure and descriptions) with every enum taken from the code."""
+    out = json.loads(json.dumps(base))
+    props = out["properties"]
+    props["severity"]["enum"] = [s.value for s in reversed(SEVERITIES)]
+    applies = props["applies_to"]["properties"]
+    applies["languages"]["items"] = {"enum": [lang.value for lang in Language]}
+    applies["kinds"]["items"] = {"enum": [k.value for k in GateKind]}
+    out["$defs"]["example"]["properties"]["language"]["enum"] = [lang.value for lang in Language]
+    condition = out["$defs"]["condition"]["oneOf"]
+    condition[0]["enum"] = list(PREDICATES)
+    keyed = [c for c in condition[1:] if next(iter(c["properties"])) in ("all", "any", "not")]
+    condition[1:] = keyed + [_parametric(name, values) for name, values in PARAMETRIC_VALUES.items()]
+    return out
+
+
+def _parametric(name: str, values: tuple[str, ...]) -> dict:
+    """``name: value`` or ``name: [value, ...]`` in a ``when``."""
+    one = {"enum": list(values)}
+    many = {"type": "array", "items": one, "minItems": 1, "uniqueItems": True}
+    return {
+        "type": "object",
+        "properties": {name: {"oneOf": [one, many]}},
+        "required": [name],
+        "additionalProperties": False,
+    }
 
 
 def _compile(node: object) -> Predicate:

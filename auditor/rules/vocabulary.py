@@ -20,7 +20,7 @@ from functools import cached_property
 from auditor import arch
 from auditor.arch import HOST, Capability, Target
 from auditor.facts import names
-from auditor.model import Feature, Gate
+from auditor.model import Classification, Domain, Feature, Gate, Language, ResolvedBy
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
@@ -164,7 +164,7 @@ def several_majors(v: GateView) -> bool:
 def feature_family(v: GateView) -> bool:
     """Only arch- or family-specific nvcc targets (``sm_90a``, ``sm_100f``) are admitted, no portable one."""
     devices = [t for t in v.allowed if t != HOST]
-    return v.gate.domain == "target" and bool(devices) and all(t.endswith(("a", "f")) for t in devices)
+    return v.gate.domain == Domain.TARGET and bool(devices) and all(t.endswith(("a", "f")) for t in devices)
 
 
 def dead(v: GateView) -> bool:
@@ -194,7 +194,7 @@ def defines_its_name(v: GateView) -> bool:
     (``major == 12 and minor == 0`` in ``is_sm120a_supported``): the decision is where the
     predicate is called, and each call is a gate of its own."""
     gate = v.gate
-    if gate.language != "python" or not gate.context:
+    if gate.language != Language.PYTHON or not gate.context:
         return False
     promise = names.promised(gate.context.rpartition(".")[2])
     return promise is not None and set(v.capabilities) == promise
@@ -258,6 +258,12 @@ PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
     "resolved_by": resolved_by,
 }
 """Predicates written as ``name: value`` (a value or a list of values) in ``when``."""
+
+PARAMETRIC_VALUES: dict[str, tuple[str, ...]] = {
+    "classification": tuple(c.value for c in Classification if c is not Classification.NONE),
+    "resolved_by": tuple(r.value for r in ResolvedBy),
+}
+"""The values each parametric predicate accepts (the rule schema lists them)."""
 
 
 # Message fields -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from auditor import arch, cli, pipeline
-from auditor.model import SourceFile
+from auditor.model import GateKind, Severity, SourceFile
 from auditor.rules import rulebook
 from auditor.rules import vocabulary as predicates
 from tests.conftest import FIXTURES, ROOT
@@ -70,6 +70,25 @@ def test_schema_vocabulary_is_the_registry():
 
 GOOD = (ROOT / "rules" / "ARCH006-dead-arch-gate.yaml").read_text()
 NAME = "ARCH006-dead-arch-gate.yaml"
+
+
+def test_schema_enums_are_the_models_vocabularies():
+    """Kinds, languages, severities and parametric values come from the enums, not a pattern."""
+    props = rulebook.schema()["properties"]
+    assert props["applies_to"]["properties"]["kinds"]["items"]["enum"] == [k.value for k in GateKind]
+    assert set(props["severity"]["enum"]) == {s.value for s in Severity}
+    assert props["applies_to"]["properties"]["languages"]["items"]["enum"] == ["python", "cuda"]
+
+
+def test_a_misspelt_kind_fails_rules_test(tmp_path, capsys):
+    """A kind no extractor mints would match nothing: the rule fails to load, with its line."""
+    text = (ROOT / "rules" / "ARCH001-upper-bound-cuts-target.yaml").read_text()
+    assert "derived-macro" in text
+    (tmp_path / "ARCH001-upper-bound-cuts-target.yaml").write_text(text.replace("derived-macro", "derived-macros"))
+    code = cli.main(["rules", "test", "--rules", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f":{line_of(text, 'derived-macro')}:" in err and "derived-macros" in err
 
 
 def line_of(text: str, needle: str) -> int:
