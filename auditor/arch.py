@@ -76,11 +76,13 @@ def jit_targets(ptx: str) -> set[str]:
     m = _TARGET_NAME.match(ptx)
     if not m:
         return set()
-    return {
-        t
-        for t in device_targets()
-        if _TARGET_NAME.match(t).group(2) == m.group(2) and runs_on("ptx", ptx, Capability.of_target(t))
-    }
+    return {t for t in device_targets() if _suffix(t) == m.group(2) and runs_on("ptx", ptx, Capability.of_target(t))}
+
+
+def _suffix(target: str) -> str:
+    """``sm_120a`` -> ``a``; a plain target has none."""
+    m = _TARGET_NAME.match(target)
+    return m.group(2) if m else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +98,13 @@ class Target:
 
 
 def _load(name: str) -> dict:
-    return json.loads(resources.files("auditor").joinpath("data", name).read_text("utf-8"))
+    return json.loads(resources.files("auditor").joinpath("data").joinpath(name).read_text("utf-8"))
 
 
 @cache
 def target_macros() -> dict[str, dict[str, int]]:
     """Macros (name -> integer value) that each nvcc target defines; ``host`` defines none."""
-    table = {HOST: {}}
+    table: dict[str, dict[str, int]] = {HOST: {}}
     for name, macros in _load("nvcc-targets.json")["targets"].items():
         table[name] = {k: int(v) for k, v in macros.items()}
     return table

@@ -13,7 +13,8 @@ class Word(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class GateKind(Word):

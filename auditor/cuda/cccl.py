@@ -11,7 +11,7 @@ from importlib import resources
 @cache
 def cccl_queries() -> tuple[tuple[re.Pattern, str], ...]:
     """CCCL target queries -> preprocessor condition templates, from data."""
-    data = json.loads(resources.files("auditor").joinpath("data", "cccl-queries.json").read_text("utf-8"))
+    data = json.loads(resources.files("auditor").joinpath("data").joinpath("cccl-queries.json").read_text("utf-8"))
     return tuple((re.compile(q["pattern"]), q["condition"]) for q in data["queries"])
 
 

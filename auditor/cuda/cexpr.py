@@ -398,10 +398,10 @@ def _evaluate(node: Node, env: Env) -> Value:
         # although only one arm is evaluated: `(1 ? -1 : 0u) > 0` is true.
         c = _bool(_evaluate(node[1], env))
         if c is not None:
-            v = _evaluate(node[2] if c else node[3], env)
-            if v is not None and not v[1] and _unsigned_type(node[3] if c else node[2], env):
-                v = _mk(v[0], True)
-            return v
+            arm = _evaluate(node[2] if c else node[3], env)
+            if arm is not None and not arm[1] and _unsigned_type(node[3] if c else node[2], env):
+                arm = _mk(arm[0], True)
+            return arm
         a, b = _evaluate(node[2], env), _evaluate(node[3], env)
         if a is None or b is None:
             return None
@@ -508,7 +508,7 @@ def _arith(op: str, a: tuple[int, bool], b: tuple[int, bool]) -> tuple[int, bool
         q = q if (x >= 0) == (y >= 0) else -q  # C truncates toward zero
         return _mk(q if op == "/" else x - q * y, unsigned)
     if op in ("<", ">", "<=", ">=", "==", "!="):
-        res = {"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y, "==": x == y, "!=": x != y}[op]
-        return (int(res), False)
+        holds = {"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y, "==": x == y, "!=": x != y}[op]
+        return (int(holds), False)
     res = {"+": x + y, "-": x - y, "*": x * y, "&": x & y, "|": x | y, "^": x ^ y}[op]
     return _mk(res, unsigned)

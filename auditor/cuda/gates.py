@@ -179,6 +179,7 @@ def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
         args = calls.get(m.end() - 1)
         if args is None:
             continue  # unclosed macro call
+        arms: list[tuple[tuple[int, str] | None, tuple[int, str]]]
         if m.group(1) == "DISPATCH_TARGET":
             arms = list(zip(args[0::2], args[1::2]))
         elif len(args) >= 2:
@@ -200,8 +201,8 @@ def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
             q = q.strip()
             # An unknown query stays in the chain as an unknown identifier.
             cond = cccl_condition(q) or (q if re.fullmatch(r"\w+", q) else "__archaudit_unknown_query")
-            line = line_of(q_off + len(query[1]) - len(query[1].lstrip()))
-            yield Branch("NV_" + m.group(1), q, line, line, body_lines, inherited, local + ((cond, True),))
+            at = line_of(q_off + len(query[1]) - len(query[1].lstrip()))
+            yield Branch("NV_" + m.group(1), q, at, at, body_lines, inherited, local + ((cond, True),))
             earlier.append((q, cond))
 
 

@@ -151,7 +151,7 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
             if len(current()) + 1 > MAX_CHAIN:
                 raise NestingError(f"#{kw} at line {d.line} would be under more than {MAX_CHAIN} conditions")
             cond = _condition(d)
-            local = ((cond, True),)
+            local: tuple[Constraint, ...] = ((cond, True),)
             stack.append([current(), [cond], local, (kw, cond, d.line, d.end_line, local), False])
             continue
         if not stack:
@@ -165,7 +165,7 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
             raise StructureError(f"#{kw} after #else at line {d.line}")
         if len(g[0]) + len(g[1]) + (kw != "else") > MAX_CHAIN:
             raise NestingError(f"#{kw} at line {d.line} would be under more than {MAX_CHAIN} conditions")
-        earlier = tuple((c, False) for c in g[1])
+        earlier: tuple[Constraint, ...] = tuple((c, False) for c in g[1])
         if kw == "else":
             g[4] = True
             local = earlier

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -37,7 +38,7 @@ class Table:
 
 @cache
 def _raw() -> dict:
-    return json.loads(resources.files("auditor").joinpath("data", "predicate-names.json").read_text("utf-8"))
+    return json.loads(resources.files("auditor").joinpath("data").joinpath("predicate-names.json").read_text("utf-8"))
 
 
 @cache
@@ -58,6 +59,9 @@ def table() -> Table:
     )
 
 
+_WORD_CHARS = string.ascii_letters + string.digits + "_"
+
+
 def rejects(name: str) -> bool:
     """Whether a call of this name turns the caller away (a rejection, like ``raise``)."""
     return table().reject_calls.fullmatch(name) is not None
@@ -68,8 +72,7 @@ def literals() -> tuple[bytes, ...]:
     """The literal start of each token pattern: a cheap test that must pass before the pattern runs."""
     out = []
     for tok in _raw()["tokens"]:
-        m = re.match(r"[A-Za-z0-9_]*", tok)
-        lit = m.group(0)
+        lit = tok[: len(tok) - len(tok.lstrip(_WORD_CHARS))]
         if tok[len(lit) : len(lit) + 1] in ("?", "*", "{"):
             lit = lit[:-1]
         out.append(lit.encode())

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.arch import Target
-from auditor.model import Finding, Gate, ResolvedBy, SourceFile
+from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile
 from auditor.rules.rulebook import Rule
 from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
 
@@ -155,7 +155,7 @@ def apply(
                 kept.append(
                     Finding(
                         UNUSED_SUPPRESSION,
-                        "info",
+                        Severity.INFO,
                         "",
                         s.file,
                         s.line,
@@ -171,7 +171,11 @@ def apply(
 
 def baseline_key(f: Finding) -> tuple[str, str]:
     """What a baseline remembers of a finding: rule and gate fingerprint (file:line for gate-less ones)."""
-    return f.rule, f.gate or f"{f.file}:{f.line}"
+    return _key(f.rule, f.gate, f.file, f.line)
+
+
+def _key(rule: str, gate: str, file: str, line: int) -> tuple[str, str]:
+    return rule, gate or f"{file}:{line}"
 
 
 def baseline_text(findings: Iterable[Finding]) -> str:
@@ -195,8 +199,6 @@ def load_baseline(path: Path) -> frozenset[tuple[str, str]]:
     if not isinstance(doc, dict) or doc.get("schema") != BASELINE_SCHEMA or not isinstance(doc.get("findings"), list):
         raise ValueError(f"baseline {path} is not an {BASELINE_SCHEMA} file (write one with --write-baseline)")
     try:
-        return frozenset(
-            baseline_key(Finding(r["rule"], "", r["gate"], r["file"], r["line"], "")) for r in doc["findings"]
-        )
+        return frozenset(_key(r["rule"], r["gate"], r["file"], r["line"]) for r in doc["findings"])
     except (KeyError, TypeError):
         raise ValueError(f"baseline {path}: each finding needs rule, gate, file and line") from None

@@ -20,7 +20,7 @@ import jsonschema
 import yaml
 from jsonschema.exceptions import best_match
 
-from auditor.model import SEVERITIES, FileError, Finding, Gate, GateKind, Language, SourceFile
+from auditor.model import SEVERITIES, FileError, Finding, Gate, GateKind, Language, Severity, SourceFile
 from auditor.rules.vocabulary import FIELDS, PARAMETRIC, PARAMETRIC_VALUES, PREDICATES, Predicate
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema=schema.json"
@@ -63,10 +63,10 @@ class Rule:
 
     id: str
     name: str
-    severity: str
-    languages: tuple[str, ...]
+    severity: Severity
+    languages: tuple[Language, ...]
     """Empty: every language."""
-    kinds: tuple[str, ...]
+    kinds: tuple[GateKind, ...]
     """Empty: every gate kind."""
     when: Predicate
     condition: str
@@ -178,7 +178,8 @@ def _schema_problem(error: jsonschema.ValidationError, root: yaml.Node) -> tuple
     where = ".".join(str(p) for p in error.absolute_path)
     inside = f" in {where}" if where else ""
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        extra = sorted(k for k in error.instance if k not in error.schema.get("properties", {}))
+        known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        extra = sorted(k for k in error.instance if k not in known)
         return _key_line(node, extra[0]), f"unknown key {extra[0]!r}{inside}"
     if error.validator == "required":
         return line, f"{error.message.removesuffix(' is a required property')} is missing{inside}"
@@ -237,9 +238,9 @@ def parse(text: str, path: str) -> Rule:
     return Rule(
         id=data["id"],
         name=data["name"],
-        severity=data["severity"],
-        languages=tuple(applies.get("languages", ())),
-        kinds=tuple(applies.get("kinds", ())),
+        severity=Severity(data["severity"]),
+        languages=tuple(Language(x) for x in applies.get("languages", ())),
+        kinds=tuple(GateKind(x) for x in applies.get("kinds", ())),
         when=_compile(data["when"]),
         condition=yaml.safe_dump(data["when"], sort_keys=False, default_flow_style=False).strip(),
         message=data["message"].strip(),

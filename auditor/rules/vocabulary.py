@@ -107,7 +107,7 @@ class GateView:
         return domain_capabilities(self.gate.domain)
 
     @cached_property
-    def classification(self) -> str:
+    def classification(self) -> Classification:
         """See :func:`classify`."""
         return classify(self.gate, self.targets)
 

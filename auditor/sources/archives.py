@@ -117,7 +117,7 @@ class TarProvider(Provider):
                 if m is None:
                     break
                 count += 1
-                tf.members.clear()  # tarfile keeps every header otherwise (a header bomb)
+                tf.members.clear()  # type: ignore[attr-defined]  # tarfile keeps every header otherwise (a header bomb)
                 path = _safe_member(m.name)
                 if path:  # a refused member (absolute, '..') does not decide the top folder
                     tops.add(path.split("/", 1)[0])

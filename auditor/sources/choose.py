@@ -92,5 +92,8 @@ def read_all(provider: Provider) -> tuple[list, list[FileError]]:
     files: list = []
     errors: list[FileError] = []
     for item in provider.collect():
-        (errors if isinstance(item, FileError) else files).append(item)
+        if isinstance(item, FileError):
+            errors.append(item)
+        else:
+            files.append(item)
     return files, errors
