@@ -1,6 +1,6 @@
 """The architecture catalogue: nvcc compile targets and device capabilities, read from data.
 
-Two finite domains (see DESIGN.md): the *target* domain (every nvcc ``-arch`` target with
+Two finite domains (see docs/json-contract.md): the *target* domain (every nvcc ``-arch`` target with
 exactly the macros nvcc defines for it, plus ``host``) and the *device* domain (compute
 capabilities seen by Python runtime checks). Nothing here knows a particular architecture;
 everything comes from ``data/nvcc-targets.json`` and ``data/devices.json``.
