@@ -12,18 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from auditor import __version__, arch
-from auditor.model import SEVERITIES, AuditResult
+from auditor.model import SEVERITIES, AuditResult, Severity
+from auditor.render.formats import BY_SUFFIX, Format
 from auditor.sources import Filters, InputError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-FORMAT_BY_SUFFIX = {
-    ".json": "json",
-    ".txt": "text",
-    ".sarif": "sarif",
-    ".md": "markdown",
-    ".html": "html",
-    ".htm": "html",
-}
 
 
 class UsageError(Exception):
@@ -40,28 +33,13 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("archaudit"))
 
 
-def renderers() -> dict[str, Callable[[AuditResult], str]]:
-    """Format name -> pure renderer (AuditResult -> str)."""
-    from auditor.render import html, markdown, sarif, text
-    from auditor.render import json as json_render
-
-    table: dict[str, Callable[[AuditResult], str]] = {
-        "text": text.render,
-        "json": json_render.render,
-        "sarif": sarif.render,
-        "markdown": markdown.render,
-        "html": html.render,
-    }
-    return table
-
-
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target", default=arch.DEFAULT_TARGETS, help="targets, e.g. 12.0,12.1 or sm_120a (default %(default)s)"
     )
     p.add_argument(
         "--format",
-        choices=("text", "json", "sarif", "markdown", "html"),
+        choices=[f.value for f in Format],
         default=None,
         help="report format on stdout (default text)",
     )
@@ -73,7 +51,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write a report to FILE, format by extension (repeatable)",
     )
-    p.add_argument("--fail-on", choices=SEVERITIES, default=None, help="exit 1 when a finding is at or above this")
+    p.add_argument(
+        "--fail-on",
+        choices=[s.value for s in SEVERITIES],
+        default=None,
+        help="exit 1 when a finding is at or above this",
+    )
     p.add_argument("--jobs", type=int, default=0, help="worker processes (default: CPU count)")
     p.add_argument(
         "--include", action="append", default=[], metavar="GLOB", help="only files matching (gitignore syntax)"
@@ -177,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLEAN
 
 
-def _options(args):
+def _options(args, excerpts: bool = False):
+    """The pipeline's options; ``excerpts`` when an HTML report will show source lines."""
     from auditor.pipeline import Options
 
     return Options(
@@ -186,44 +170,46 @@ def _options(args):
         jobs=max(0, args.jobs),
         download_dir=(args.cache_dir or default_cache_dir()) / "downloads",
         cache_dir=_cache_dir(args),
+        excerpts=excerpts,
         **_rule_options(args),
     )
 
 
-def _formats(args) -> tuple[str | None, dict[str, str]]:
-    """The stdout format (None: none) and each ``-o FILE``'s format; bad ones are usage errors,
-    raised before anything is scanned."""
-    table = renderers()
+def _formats(args, default: Format = Format.TEXT) -> tuple[Format | None, dict[str, Format]]:
+    """The stdout format (None: none, when only files are written) and each ``-o FILE``'s
+    format, by its extension; an unknown one is a usage error, raised before anything is scanned."""
     outputs = {}
     for out in args.output:
-        fmt = FORMAT_BY_SUFFIX.get(Path(out).suffix.lower())
+        fmt = Format.of_path(out)
         if fmt is None:
-            raise UsageError(f"-o {out}: unknown extension (use one of {', '.join(sorted(FORMAT_BY_SUFFIX))})")
+            raise UsageError(f"-o {out}: unknown extension (use one of {', '.join(sorted(BY_SUFFIX))})")
         outputs[out] = fmt
-    fmt = args.format or ("text" if not args.output else None)
-    for f in {fmt, *outputs.values()} - {None}:
-        if f not in table:
-            raise UsageError(f"format {f} is not available")
-    return fmt, outputs
+    return (Format(args.format) if args.format else None if outputs else default), outputs
 
 
-def _coloured(fmt: str | None) -> bool:
-    return fmt == "text" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+def _coloured(fmt: Format | None) -> bool:
+    return fmt == Format.TEXT and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def emit(texts: dict[str, str], result: AuditResult | None, args, fmt: str | None, outputs: dict[str, str]) -> None:
-    """Write the reports (:func:`_formats`): stdout in ``fmt``, and each -o FILE in its format."""
-    if _coloured(fmt):
-        from auditor.render import terminal
+def _terminal(result: AuditResult) -> str:
+    from auditor.render import terminal
 
-        sys.stdout.write(terminal.render(report_inputs(result, args, {"text"})))
-    elif fmt:
-        sys.stdout.write(texts[fmt])
+    return terminal.render(result)
+
+
+def emit(stdout: str | None, texts: dict[Format, str], outputs: dict[str, Format]) -> None:
+    """Write the reports: ``stdout``, and each -o FILE in its format (:func:`_formats`)."""
+    if stdout:
+        sys.stdout.write(stdout)
     for out, f in outputs.items():
-        try:
-            Path(out).write_text(texts[f], encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+        _write(out, texts[f])
+
+
+def _write(out: str, text: str) -> None:
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
 def _cache_dir(args) -> Path | None:
@@ -245,37 +231,9 @@ def progress(options):
         yield replace(options, progress=update)
 
 
-def report_inputs(result: AuditResult, args, formats: set) -> AuditResult:
-    """Add what the human reports show besides the result: rule texts, the link base, source excerpts."""
-    extras = dict(result.extras)
-    if "rules" not in extras and hasattr(args, "rules"):
-        extras["rules"] = _rules(args)
-    extras.setdefault("link_base", getattr(args, "link_base", "") or "")
-    if "html" in formats and "excerpts" not in extras and hasattr(args, "inputs"):
-        extras["excerpts"] = _excerpts(result, args)
-    return replace(result, extras=tuple(sorted(extras.items())))
-
-
-def _excerpts(result: AuditResult, args) -> dict:
-    """The source lines the HTML report shows, read again from the inputs."""
-    from auditor.render import html
-    from auditor.sources import providers, read_all
-
-    needed = html.needed_lines(result)
-    out: dict = {}
-    download = (args.cache_dir or default_cache_dir()) / "downloads"
-    for spec in args.inputs or [None]:
-        try:
-            provs = providers([spec] if spec else [], Filters(tuple(args.include), tuple(args.exclude)), download)
-            for p in provs:
-                for f in read_all(p)[0]:
-                    want = needed.get((p.spec, f.path))
-                    if want:  # only these files are read again
-                        lines = f.data.decode("utf-8", "replace").split("\n")
-                        out[(p.spec, f.path)] = {n: lines[n - 1] for n in sorted(want) if n <= len(lines)}
-        except InputError:
-            continue  # an input that could not be read at all has no excerpts
-    return out
+def report_inputs(result: AuditResult, args) -> AuditResult:
+    """The result with what the command line adds for the reports: the link base."""
+    return replace(result, link_base=getattr(args, "link_base", "") or "")
 
 
 def _ids(values: Sequence[str]) -> tuple[str, ...]:
@@ -319,8 +277,8 @@ def exit_code(severities: Iterable[str], fail_on: str | None) -> int:
     """1 when a finding's severity reaches --fail-on, else 0."""
     if fail_on is None:
         return EXIT_CLEAN
-    floor = SEVERITIES.index(fail_on)
-    return EXIT_FINDINGS if any(SEVERITIES.index(s) >= floor for s in severities) else EXIT_CLEAN
+    floor = Severity(fail_on).rank
+    return EXIT_FINDINGS if any(Severity(s).rank >= floor for s in severities) else EXIT_CLEAN
 
 
 def cmd_scan(args) -> int:
@@ -333,7 +291,7 @@ def cmd_scan(args) -> int:
     formats = set(outputs.values()) | ({fmt} if fmt and not _coloured(fmt) else set())
     link_base = getattr(args, "link_base", "") or ""
     with closing(Cache(_cache_dir(args))) as store:
-        with progress(_options(args)) as options, Scan(args.inputs, options) as scan:
+        with progress(_options(args, Format.HTML in formats)) as options, Scan(args.inputs, options) as scan:
             names = scan.names
             found = (
                 None if args.write_baseline or _coloured(fmt) else kept.find(store, scan.key, names, link_base, formats)
@@ -341,15 +299,17 @@ def cmd_scan(args) -> int:
             result = None if found else scan.result()
         if found:
             texts, outcome = found
+            stdout = texts[fmt] if fmt else None
         else:
-            table = renderers()
-            full = report_inputs(result, args, formats)
-            texts, outcome = {f: table[f](full) for f in formats}, kept.Outcome.of(result)
+            assert result is not None
+            full = report_inputs(result, args)
+            texts, outcome = {f: f.renderer()(full) for f in formats}, kept.Outcome.of(result)
             kept.keep(store, result.key, names, link_base, texts, outcome)
             write_baseline(result, args)
+            stdout = _terminal(full) if _coloured(fmt) else texts[fmt] if fmt else None
     for line in outcome.errors:
         _say(line)
-    emit(texts, result, args, fmt, outputs)
+    emit(stdout, texts, outputs)
     if outcome.failed:
         return EXIT_ERROR  # the others were scanned and reported; this one could not be read at all
     return exit_code(outcome.severities, args.fail_on)
@@ -436,7 +396,6 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
     """Scan both sides, compare, write the reports; ``--fail-on`` sees new findings on newly excluding gates."""
     from auditor import diff
     from auditor.pipeline import audit
-    from auditor.render.diff import REPORTERS
 
     options = _options(args)
     old, new = (audit([spec], options) for spec in (old_spec, new_spec))
@@ -444,19 +403,13 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
 
     for line in Outcome.of(old).errors + Outcome.of(new).errors:
         _say(line)
-    result = replace(diff.compare(old, new, options.targets, mode), extras=(("rules", options.rules or ()),))
-    outputs = [(out, FORMAT_BY_SUFFIX.get(Path(out).suffix.lower())) for out in args.output]
-    for out, fmt in outputs:
-        if fmt is None:
-            raise UsageError(f"-o {out}: unknown extension (use one of {', '.join(sorted(FORMAT_BY_SUFFIX))})")
-    fmt = args.format or (None if outputs else "markdown" if mode == "pr" else "text")
-    if fmt:
-        sys.stdout.write(REPORTERS[fmt](result))
-    for out, fmt in outputs:
-        try:
-            Path(out).write_text(REPORTERS[fmt](result), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    result = diff.compare(old, new, options.targets, mode)
+    fmt, outputs = _formats(args, Format.MARKDOWN if mode == "pr" else Format.TEXT)
+    emit(
+        fmt.diff_renderer()(result) if fmt else None,
+        {f: f.diff_renderer()(result) for f in set(outputs.values())},
+        outputs,
+    )
     return exit_code((f.severity for f in result.findings), args.fail_on)
 
 

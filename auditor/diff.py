@@ -23,154 +23,29 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from difflib import SequenceMatcher
 
 from auditor import arch, fingerprint
 from auditor import verdicts as meaning
-from auditor.model import AuditResult, FileError, Finding, Gate, InputInfo
+from auditor.model import (
+    AuditResult,
+    DefinitionChange,
+    DiffResult,
+    Finding,
+    Gate,
+    GateChange,
+    How,
+    Status,
+    Verdict,
+    VerdictDelta,
+)
 
-SCHEMA = "archaudit-diff/1"
-ADDED, REMOVED, CHANGED = "added", "removed", "changed"
-ADMITS, EXCLUDES = "admits", "excludes"
 REWRITE_SIMILARITY = 0.5
 """How alike (difflib ratio of the normalised conditions) an old and a new gate must be to be
 taken for one condition edited in place, where the counts around it differ."""
 _VERSIONED_TOP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*-v?\d[A-Za-z0-9_.+!-]*$")
 _WHEEL_DATA = re.compile(r"^[^/]+-[^/]+\.data/(?:purelib|platlib|headers|scripts|data)/")
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictDelta:
-    """One requested target's verdict before and after."""
-
-    target: str
-    """The target's label (``12.0``, ``sm_120a``)."""
-    before: str
-    """``admits``, ``excludes``, or ``""`` when the gate did not exist (its code ran everywhere)."""
-    after: str
-    """Likewise after the change; ``""`` when the gate is gone."""
-
-    @property
-    def newly_excludes(self) -> bool:
-        """The target is turned away now and was not before."""
-        return self.after == EXCLUDES and self.before != EXCLUDES
-
-    @property
-    def now_admits(self) -> bool:
-        """The target was turned away before and is not now."""
-        return self.before == EXCLUDES and self.after != EXCLUDES
-
-    @property
-    def phrase(self) -> str:
-        """``newly excludes 12.1``, ``now admits 12.0``, or ``""`` when the verdict holds."""
-        if self.newly_excludes:
-            return f"newly excludes {self.target}"
-        if self.now_admits:
-            return f"now admits {self.target}"
-        return ""
-
-
-@dataclass(frozen=True, slots=True)
-class GateChange:
-    """One gate added, removed, or changed between the two sides."""
-
-    status: str
-    """``added``, ``removed`` or ``changed``."""
-    old: Gate | None
-    """The gate before (None when added)."""
-    new: Gate | None
-    """The gate after (None when removed)."""
-    how: str = ""
-    """For ``changed``: ``admits`` (same condition, another admitted set) or ``rewritten``
-    (the condition itself was edited in place)."""
-    verdicts: tuple[VerdictDelta, ...] = ()
-    """Per requested target, in the order asked."""
-    definition: str = ""
-    """Key of the definition change this gate belongs to (a condition inside a predicate)."""
-    causes: tuple[str, ...] = ()
-    """Keys of the changed definitions this gate resolves through."""
-    findings: tuple[Finding, ...] = ()
-    """Findings on the new gate that the old one did not have."""
-
-    @property
-    def gate(self) -> Gate:
-        """The gate as it stands after the change (before, when removed)."""
-        gate = self.new or self.old
-        assert gate is not None
-        return gate
-
-    @property
-    def delta(self) -> tuple[str, ...]:
-        """The verdict changes in words."""
-        return tuple(v.phrase for v in self.verdicts if v.phrase)
-
-    @property
-    def newly_excludes(self) -> bool:
-        """Some requested target is turned away by this change."""
-        return any(v.newly_excludes for v in self.verdicts)
-
-    @property
-    def explained(self) -> bool:
-        """Shown under a definition change rather than on its own."""
-        return bool(self.definition) or (self.how == ADMITS and bool(self.causes))
-
-
-@dataclass(frozen=True, slots=True)
-class DefinitionChange:
-    """A predicate or derived macro whose meaning changed: the root cause of call-site changes."""
-
-    name: str
-    file: str
-    """Where it is defined after the change (before, when it is gone)."""
-    old_line: int
-    new_line: int
-    old_file: str = ""
-    """Set when the name resolved to a definition in another file before (a macro defined twice)."""
-    old_detail: str = ""
-    """The definition as the scan recorded it (a macro's defining condition, a ``def`` line)."""
-    new_detail: str = ""
-    body: tuple[GateChange, ...] = ()
-    """Changes among the conditions inside the definition (Python predicates)."""
-    call_sites: tuple[GateChange, ...] = ()
-    """Gates added, removed or changed that resolve through it."""
-    unchanged_call_sites: int = 0
-    """How many gates resolve through it on both sides and admit the same set."""
-
-    @property
-    def key(self) -> str:
-        """Identity within one diff: ``name@file``."""
-        return f"{self.name}@{self.file}"
-
-
-@dataclass(frozen=True, slots=True)
-class DiffResult:
-    """Everything a diff report needs; renderers are pure functions of this."""
-
-    tool_version: str
-    targets: tuple  # tuple[arch.Target, ...]
-    old_inputs: tuple[InputInfo, ...]
-    new_inputs: tuple[InputInfo, ...]
-    changes: tuple[GateChange, ...]
-    """Sorted by (file, line, status)."""
-    definitions: tuple[DefinitionChange, ...] = ()
-    unchanged: int = 0
-    """Gates matched on both sides with the same admitted set."""
-    errors: tuple[FileError, ...] = ()
-    """Files either side could not scan (``input`` tells which)."""
-    mode: str = "diff"
-    """``diff`` (two releases) or ``pr`` (two revisions of a pull request)."""
-    extras: tuple[tuple[str, object], ...] = ()
-    """Named additions from the CLI, as in :class:`AuditResult` (``rules`` for SARIF)."""
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        """New findings on gates that newly exclude a target (what ``--fail-on`` and SARIF see)."""
-        return tuple(f for c in self.changes if c.newly_excludes for f in c.findings)
-
-    def by_status(self, status: str, explained: bool = False) -> tuple[GateChange, ...]:
-        """Changes of one status; without ``explained``, those shown under a definition are left out."""
-        return tuple(c for c in self.changes if c.status == status and (explained or not c.explained))
 
 
 def top_prefix(paths: Iterable[str]) -> str:
@@ -189,7 +64,7 @@ def match_path(path: str, prefix: str = "") -> str:
     return _WHEEL_DATA.sub("", path, count=1)
 
 
-def _verdicts(gate: Gate | None, targets: Sequence[arch.Target]) -> dict[str, str]:
+def _verdicts(gate: Gate | None, targets: Sequence[arch.Target]) -> dict[str, Verdict]:
     """``{label: admits|excludes}``; empty for no gate."""
     if gate is None:
         return {}
@@ -198,7 +73,7 @@ def _verdicts(gate: Gate | None, targets: Sequence[arch.Target]) -> dict[str, st
 
 def _deltas(old: Gate | None, new: Gate | None, targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:
     before, after = _verdicts(old, targets), _verdicts(new, targets)
-    return tuple(VerdictDelta(t.label, before.get(t.label, ""), after.get(t.label, "")) for t in targets)
+    return tuple(VerdictDelta(t.label, before.get(t.label), after.get(t.label)) for t in targets)
 
 
 _Key = tuple[str, str, str, str]
@@ -235,9 +110,9 @@ class _Side:
         return (self.path[g.id], g.kind, g.context, fingerprint.normalise(g.expression))
 
 
-def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[Gate], list[Gate]]:
+def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, How]], list[Gate], list[Gate]]:
     """Matched (old, new, how) pairs, then unmatched old and unmatched new gates."""
-    pairs: list[tuple[Gate, Gate, str]] = []
+    pairs: list[tuple[Gate, Gate, How]] = []
     left_old: list[tuple[Gate, int]] = []
     left_new: list[tuple[Gate, int]] = []
     shift: dict[int, int] = {}
@@ -245,6 +120,7 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
     for path in sorted(set(old.by_file) | set(new.by_file)):
         a, b = old.by_file.get(path, []), new.by_file.get(path, [])
         ka, kb = [old.key(g) for g in a], [new.key(g) for g in b]
+        opcodes: Sequence[tuple[str, int, int, int, int]]
         if ka == kb:
             opcodes = [("equal", 0, len(a), 0, len(b))]
         elif not a or not b:
@@ -253,7 +129,7 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
             opcodes = SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes()
         for op, i1, i2, j1, j2 in opcodes:
             if op == "equal":
-                pairs += [(a[i], b[j], "") for i, j in zip(range(i1, i2), range(j1, j2))]
+                pairs += [(a[i], b[j], How.NONE) for i, j in zip(range(i1, i2), range(j1, j2))]
             else:
                 block = len(shift) + 1
                 shift[block] = b[j1 - 1].line - a[i1 - 1].line if i1 and j1 else 0
@@ -267,7 +143,7 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
     for g, blk in left_new:
         queue = waiting.get(new.key(g))
         if queue:
-            pairs.append((queue.pop(0)[0], g, ""))
+            pairs.append((queue.pop(0)[0], g, How.NONE))
         else:
             unmatched_new.append((g, blk))
     unmatched_old = [item for queue in waiting.values() for item in queue]
@@ -287,10 +163,10 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, str]], list[G
     for k in set(olds) | set(news):
         o, n = olds.get(k, []), news.get(k, [])
         if o and len(o) == len(n):
-            pairs += [(x, y, "rewritten") for (x, _), (y, _) in zip(o, n)]
+            pairs += [(x, y, How.REWRITTEN) for (x, _), (y, _) in zip(o, n)]
             continue
         done = _edited_in_place(o, n, shift)
-        pairs += [(x, y, "rewritten") for x, y in done]
+        pairs += [(x, y, How.REWRITTEN) for x, y in done]
         removed += [x for x, _ in o if all(x is not p for p, _ in done)]
         added += [y for y, _ in n if all(y is not q for _, q in done)]
     return pairs, removed, added
@@ -321,7 +197,7 @@ def _edited_in_place(
     return out
 
 
-def _change(status: str, old: Gate | None, new: Gate | None, how: str, targets, sides) -> GateChange:
+def _change(status: Status, old: Gate | None, new: Gate | None, how: How, targets, sides) -> GateChange:
     old_side, new_side = sides
     findings: tuple[Finding, ...] = ()
     if new is not None:
@@ -385,7 +261,7 @@ def _definitions(
     # through now reads differently, or the name now resolves to another definition.
     elsewhere: dict[tuple[str, str], tuple[int, str, str]] = {}
     for c in changes:
-        if c.how != ADMITS:
+        if c.how != How.ADMITS:
             continue
         before = {r.name: r for r in c.old.resolutions} if c.old else {}
         for r in c.new.resolutions if c.new else ():
@@ -413,23 +289,23 @@ def _definitions(
             for k in via:
                 sites[k].append(i)
     still: dict[tuple[str, str], int] = defaultdict(int)
-    for a, b in unchanged:
-        for k in (through(old, a) | through(new, b)) & changed:
+    for x, y in unchanged:
+        for k in (through(old, x) | through(new, y)) & changed:
             still[k] += 1
     result = []
     for k in sorted(changed):
-        a, b = old.defined.get(k), new.defined.get(k)
+        prior, current = elsewhere.get(k, old.defined.get(k)), new.defined.get(k)
         inside = [out[i] for i in body.get(k, [])]
-        a = elsewhere.get(k, a)
+        home = current or prior
         result.append(
             DefinitionChange(
                 name=k[0],
-                file=(b or a)[2] if (b or a) else k[1],
-                old_file=a[2] if k in elsewhere else "",
-                old_line=a[0] if a else min((c.old.line for c in inside if c.old), default=0),
-                new_line=b[0] if b else min((c.new.line for c in inside if c.new), default=0),
-                old_detail=a[1] if a else "",
-                new_detail=b[1] if b else "",
+                file=home[2] if home else k[1],
+                old_file=prior[2] if prior and k in elsewhere else "",
+                old_line=prior[0] if prior else min((c.old.line for c in inside if c.old), default=0),
+                new_line=current[0] if current else min((c.new.line for c in inside if c.new), default=0),
+                old_detail=prior[1] if prior else "",
+                new_detail=current[1] if current else "",
                 body=tuple(inside),
                 call_sites=tuple(out[i] for i in sites.get(k, [])),
                 unchanged_call_sites=still.get(k, 0),
@@ -447,12 +323,12 @@ def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mo
     unchanged: list[tuple[Gate, Gate]] = []
     for a, b, how in pairs:
         if how or set(a.admits) != set(b.admits):
-            changes.append(_change(CHANGED, a, b, how or ADMITS, targets, sides))
+            changes.append(_change(Status.CHANGED, a, b, how or How.ADMITS, targets, sides))
         else:
             unchanged.append((a, b))
-    changes += [_change(REMOVED, g, None, "", targets, sides) for g in removed]
-    changes += [_change(ADDED, None, g, "", targets, sides) for g in added]
-    changes.sort(key=lambda c: (sides[1].path[c.new.id] if c.new else sides[0].path[c.old.id], c.gate.line, c.status))
+    changes += [_change(Status.REMOVED, g, None, How.NONE, targets, sides) for g in removed]
+    changes += [_change(Status.ADDED, None, g, How.NONE, targets, sides) for g in added]
+    changes.sort(key=lambda c: (sides[1].path[c.new.id] if c.new else sides[0].path[c.gate.id], c.gate.line, c.status))
     changes, definitions = _definitions(changes, *sides, unchanged)
     return DiffResult(
         tool_version=new.tool_version,
@@ -464,4 +340,5 @@ def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mo
         unchanged=len(unchanged),
         errors=tuple(old.errors) + tuple(new.errors),
         mode=mode,
+        rules=new.rules,
     )

@@ -88,9 +88,8 @@ def upsert_comment(
     body = prepare_body(body, marker)
     base = api_url.rstrip("/")
     own_client = client is None
-    if own_client:
-        client = httpx.Client(timeout=30.0)
-    api = _Api(client, base, token, sleep, where=f"{repo}#{pr}")
+    http = httpx.Client(timeout=30.0) if client is None else client
+    api = _Api(http, base, token, sleep, where=f"{repo}#{pr}")
     try:
         existing = api.find_comment(f"{base}/repos/{owner}/{name}/issues/{pr}/comments?per_page=100", marker)
         if existing is None:
@@ -106,7 +105,7 @@ def upsert_comment(
         raise GitHubError(f"unexpected reply from the GitHub API ({type(exc).__name__})") from None
     finally:
         if own_client:
-            client.close()
+            http.close()
 
 
 class _Api:
@@ -132,9 +131,10 @@ class _Api:
             for comment in response.json():
                 if marker in (comment.get("body") or ""):
                     return comment
-            url = response.links.get("next", {}).get("url")
-            if not url:
+            following = response.links.get("next", {}).get("url")
+            if not following:
                 return None
+            url = following
             if _origin(url) != self._origin:
                 # The token must only ever go to the API host we were given.
                 raise GitHubError("GitHub's pagination link points to another host; refusing to follow it")
@@ -152,9 +152,10 @@ class _Api:
                 if response.status_code < 400:
                     return response
                 failure = _error(response, method, self._where)
-                wait = _retry_wait(response, attempt)
-                if wait is None:
+                retry = _retry_wait(response, attempt)
+                if retry is None:
                     raise failure
+                wait = retry
             if attempt == MAX_ATTEMPTS:
                 raise GitHubError(f"{failure} (gave up after {MAX_ATTEMPTS} attempts)")
             if self._slept + wait > MAX_TOTAL_SLEEP:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -224,18 +224,274 @@ class Finding:
     input: str = ""
 
 
+class Loadability(Word):
+    """Whether a device can run a binary's GPU code, best first (``rank`` orders them)."""
+
+    NATIVE = "native"
+    """Some SASS runs on it as is."""
+    JIT = "jit"
+    """Only PTX fits: the driver compiles it at load time."""
+    NONE = "none"
+    """Nothing in the binary runs on it."""
+
+    @property
+    def rank(self) -> int:
+        return LOADABILITIES.index(self)
+
+
+LOADABILITIES: tuple[Loadability, ...] = tuple(reversed(Loadability))
+"""Worst first, so that a better verdict ranks higher."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedCode:
+    """One kind of GPU code found in a binary (identical entries are listed once)."""
+
+    kind: str
+    """``sass`` or ``ptx``."""
+    target: str
+    """``sm_90a``, ``sm_120``; ``compute_120f`` for PTX."""
+    compressed: bool
+    note: str = ""
+    """What could not be determined, or where the entry came from, when that matters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    """A shared object of an input: the GPU code it embeds and, per target, whether it loads."""
+
+    path: str
+    package: str
+    input: str
+    entries: tuple[EmbeddedCode, ...]
+    verdicts: tuple[tuple[str, Loadability], ...]
+    """(target label, loadability) in the order the targets were asked; empty without GPU code."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleInfo:
+    """What reports say about a rule (its id, texts and references), not how it matches."""
+
+    id: str
+    name: str
+    severity: Severity
+    message: str
+    rationale: str
+    remediation: str
+    references: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """The source lines of one file a report shows (renderers read no files)."""
+
+    input: str
+    file: str
+    lines: tuple[tuple[int, str], ...]
+    """(line number, text), ascending: only the lines of :func:`excerpt_windows` of its gates."""
+
+
+EXCERPT_BEFORE = 1
+"""Lines of context shown above a gate."""
+EXCERPT_HEAD = 6
+"""Lines of the guarded region shown after the condition."""
+EXCERPT_FEATURES = 4
+"""Features whose lines are shown in the excerpt."""
+
+
+def excerpt_windows(gate: Gate) -> list[tuple[int, int]]:
+    """Line ranges a gate's excerpt shows: context, condition, head and end of the region, features.
+
+    Here rather than in a renderer: the scan reads these lines while it holds the files."""
+    first, last = gate.body_lines
+    spans = [(gate.line - EXCERPT_BEFORE, max(gate.end_line, gate.line))]
+    if last >= first > 0:
+        head_end = min(last, gate.end_line + EXCERPT_HEAD)
+        spans.append((first, head_end))
+        spans.append((last, last + 1) if last > head_end else (last + 1, last + 1))
+    else:
+        spans.append((gate.end_line + 1, gate.end_line + EXCERPT_BEFORE))
+    spans += [(f.line, f.line) for f in gate.features[:EXCERPT_FEATURES]]
+    runs: list[list[int]] = []
+    for n in sorted({n for a, b in spans for n in range(max(a, 1), b + 1)}):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [(a, b) for a, b in runs]
+
+
 @dataclass(frozen=True, slots=True)
 class AuditResult:
     """Everything a report needs; renderers are pure functions of this."""
 
     tool_version: str
-    targets: tuple  # tuple[arch.Target, ...]
+    targets: tuple
+    """The requested targets, as ``arch.Target`` records (arch is a layer above this module)."""
     inputs: tuple[InputInfo, ...]
     gates: tuple[Gate, ...]
     findings: tuple[Finding, ...] = ()
     errors: tuple[FileError, ...] = ()
-    extras: tuple[tuple[str, object], ...] = field(default=())
-    """Named additions from later stages (binary listings, suppressions) as (key, value)."""
+    binaries: tuple[Binary, ...] = ()
+    """Shared objects, by input and path."""
+    failed_inputs: tuple[str, ...] = ()
+    """Inputs that could not be read at all (each also has an error without a file)."""
+    rules: tuple[RuleInfo, ...] = ()
+    """The rules the scan applied, for the reports that describe them."""
+    excerpts: tuple[Excerpt, ...] = ()
+    """Source lines for the HTML report, when the scan was asked to gather them."""
+    link_base: str = ""
+    """Base URL that file links in Markdown point under ("" for no links)."""
     key: str = ""
     """Digest of all the result was computed from (the inputs' contents, the tool, the options),
     when every part of it came through the result cache; "" otherwise. Reports are cached by it."""
+
+
+class Status(Word):
+    """What happened to a gate between the two sides of a diff."""
+
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+
+
+class How(Word):
+    """How a matched gate changed."""
+
+    NONE = ""
+    """Not a change (added and removed gates)."""
+    ADMITS = "admits"
+    """Same condition, another admitted set (a definition it resolves through changed)."""
+    REWRITTEN = "rewritten"
+    """The condition itself was edited in place."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictDelta:
+    """One requested target's verdict before and after."""
+
+    target: str
+    """The target's label (``12.0``, ``sm_120a``)."""
+    before: Verdict | None
+    """None when the gate did not exist (its code ran everywhere)."""
+    after: Verdict | None
+    """Likewise after the change; None when the gate is gone."""
+
+    @property
+    def newly_excludes(self) -> bool:
+        """The target is turned away now and was not before."""
+        return self.after == Verdict.EXCLUDES and self.before != Verdict.EXCLUDES
+
+    @property
+    def now_admits(self) -> bool:
+        """The target was turned away before and is not now."""
+        return self.before == Verdict.EXCLUDES and self.after != Verdict.EXCLUDES
+
+    @property
+    def phrase(self) -> str:
+        """``newly excludes 12.1``, ``now admits 12.0``, or ``""`` when the verdict holds."""
+        if self.newly_excludes:
+            return f"newly excludes {self.target}"
+        if self.now_admits:
+            return f"now admits {self.target}"
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class GateChange:
+    """One gate added, removed, or changed between the two sides."""
+
+    status: Status
+    old: Gate | None
+    """The gate before (None when added)."""
+    new: Gate | None
+    """The gate after (None when removed)."""
+    how: How = How.NONE
+    verdicts: tuple[VerdictDelta, ...] = ()
+    """Per requested target, in the order asked."""
+    definition: str = ""
+    """Key of the definition change this gate belongs to (a condition inside a predicate)."""
+    causes: tuple[str, ...] = ()
+    """Keys of the changed definitions this gate resolves through."""
+    findings: tuple[Finding, ...] = ()
+    """Findings on the new gate that the old one did not have."""
+
+    @property
+    def gate(self) -> Gate:
+        """The gate as it stands after the change (before, when removed)."""
+        gate = self.new or self.old
+        assert gate is not None
+        return gate
+
+    @property
+    def delta(self) -> tuple[str, ...]:
+        """The verdict changes in words."""
+        return tuple(v.phrase for v in self.verdicts if v.phrase)
+
+    @property
+    def newly_excludes(self) -> bool:
+        """Some requested target is turned away by this change."""
+        return any(v.newly_excludes for v in self.verdicts)
+
+    @property
+    def explained(self) -> bool:
+        """Shown under a definition change rather than on its own."""
+        return bool(self.definition) or (self.how == How.ADMITS and bool(self.causes))
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionChange:
+    """A predicate or derived macro whose meaning changed: the root cause of call-site changes."""
+
+    name: str
+    file: str
+    """Where it is defined after the change (before, when it is gone)."""
+    old_line: int
+    new_line: int
+    old_file: str = ""
+    """Set when the name resolved to a definition in another file before (a macro defined twice)."""
+    old_detail: str = ""
+    """The definition as the scan recorded it (a macro's defining condition, a ``def`` line)."""
+    new_detail: str = ""
+    body: tuple[GateChange, ...] = ()
+    """Changes among the conditions inside the definition (Python predicates)."""
+    call_sites: tuple[GateChange, ...] = ()
+    """Gates added, removed or changed that resolve through it."""
+    unchanged_call_sites: int = 0
+    """How many gates resolve through it on both sides and admit the same set."""
+
+    @property
+    def key(self) -> str:
+        """Identity within one diff: ``name@file``."""
+        return f"{self.name}@{self.file}"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    """Everything a diff report needs; renderers are pure functions of this."""
+
+    tool_version: str
+    targets: tuple
+    """The requested targets, as ``arch.Target`` records (arch is a layer above this module)."""
+    old_inputs: tuple[InputInfo, ...]
+    new_inputs: tuple[InputInfo, ...]
+    changes: tuple[GateChange, ...]
+    """Sorted by (file, line, status)."""
+    definitions: tuple[DefinitionChange, ...] = ()
+    unchanged: int = 0
+    """Gates matched on both sides with the same admitted set."""
+    errors: tuple[FileError, ...] = ()
+    """Files either side could not scan (``input`` tells which)."""
+    mode: str = "diff"
+    """``diff`` (two releases) or ``pr`` (two revisions of a pull request)."""
+    rules: tuple[RuleInfo, ...] = ()
+    """The rules the scans applied (SARIF describes them)."""
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """New findings on gates that newly exclude a target (what ``--fail-on`` and SARIF see)."""
+        return tuple(f for c in self.changes if c.newly_excludes for f in c.findings)
+
+    def by_status(self, status: Status, explained: bool = False) -> tuple[GateChange, ...]:
+        """Changes of one status; without ``explained``, those shown under a definition are left out."""
+        return tuple(c for c in self.changes if c.status == status and (explained or not c.explained))

@@ -24,10 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from auditor import __version__
+from auditor import __version__, pipeline  # noqa: E402
 from auditor.cli import GC_THRESHOLDS  # noqa: E402
+from auditor.facts.features import with_features  # noqa: E402
 from auditor.model import AuditResult  # noqa: E402
-from auditor.pipeline import run as pipeline
+from auditor.pipeline.workers import Workers  # noqa: E402
 from auditor.python import extract as python_gates  # noqa: E402
 from auditor.python.symbols import parser  # noqa: E402
 from auditor.render import json as json_render  # noqa: E402
@@ -91,13 +92,13 @@ def main(argv=None) -> int:
     clock = Clock()
     files, _ = read_all(DirectoryProvider(str(args.tree), filters))
     clock.mark(f"list {len(files)} files")
-    with pipeline._Runner(args.jobs, len(files)) as runner:
-        reads = runner.map(files, digest=False, scan=True)
-        clock.mark("read + C/CUDA scan (workers)")
-        gates, errors = pipeline._cuda_gates(files, reads, True, str(args.tree), None, runner)
-        clock.mark(f"C/CUDA gates ({len(gates)})")
+    with Workers(args.jobs, len(files)) as workers:
+        reads = workers.read(files, digest=False, scan=True)
+    clock.mark("read + C/CUDA scan (workers)")
+    gates, errors = pipeline.cuda_gates(files, reads, str(args.tree))
+    clock.mark(f"C/CUDA gates ({len(gates)})")
     readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
-    gates = pipeline.with_features(gates, readable, options.targets)
+    gates = with_features(gates, readable, options.targets)
     clock.mark("C/CUDA features")
     findings = pipeline.apply_rules(gates, [], options, {})
     clock.mark(f"C/CUDA rules ({len(findings)} findings)")
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
     clock.mark(f"  parse alone, again ({sum(len(m.data) for m in prog.by_path.values()) >> 20} MiB)")
     py_gates, _ = python_gates.read(prog, relevant, {f.path: f.input for f in python}, args.jobs)
     clock.mark(f"Python read ({len(py_gates)} gates, workers)")
-    py_gates = pipeline.with_features(py_gates, readable, options.targets)
+    py_gates = with_features(py_gates, readable, options.targets)
     findings += pipeline.apply_rules(py_gates, [], options, {})
     clock.mark("Python features + rules")
     result = AuditResult(__version__, options.targets, (), tuple(gates + py_gates), tuple(findings), tuple(errors))

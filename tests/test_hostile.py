@@ -32,6 +32,7 @@ import pytest
 
 from auditor import arch, cli
 from auditor.cuda.structure import MAX_CHAIN
+from auditor.render.formats import Format
 from auditor.sources import archives
 from auditor.sources import files as source_files
 
@@ -784,7 +785,7 @@ def _evil_result(tmp_path):
     result = audit([str(_evil_tree(tmp_path / "tree"))], Options(jobs=1))
     assert any(g.file == EVIL_NAME for g in result.gates)
     assert any("</script>" in g.expression for g in result.gates)
-    return result, cli.renderers()
+    return result, {f: f.renderer() for f in Format}
 
 
 def test_json_and_sarif_carry_hostile_text_exactly_and_escaped(tmp_path):

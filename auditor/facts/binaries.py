@@ -25,35 +25,32 @@ cubin says ``f``, so the payload can only add a suffix the flags lack, never rem
 
 from __future__ import annotations
 
+import importlib
 import io
+import json
 import re
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from elftools.elf.elffile import ELFFile
 
 from auditor import arch
-
-try:  # optional: without them compressed payloads are listed from their headers alone
-    import lz4.block as _lz4
-except ImportError:
-    _lz4 = None
-try:
-    import zstandard as _zstd
-except ImportError:
-    _zstd = None
+from auditor.arch import Target
+from auditor.model import Binary, EmbeddedCode, FileError, Loadability, SourceFile
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddedCode:
-    """One kind of GPU code found in a binary (identical entries are listed once)."""
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
-    kind: str  # "sass" | "ptx"
-    target: str  # e.g. "sm_90a", "sm_120", "compute_120f" for PTX
-    compressed: bool
-    note: str = ""
-    """What could not be determined, or where the entry came from, when that matters."""
+
+_lz4 = _optional("lz4.block")
+_zstd = _optional("zstandard")
+"""Optional: without them compressed payloads are listed from their headers alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +84,12 @@ _MAX_UNPACKED = 1 << 30
 
 
 def _lz4_block(data: bytes, size: int) -> bytes:
+    assert _lz4 is not None
     return _lz4.decompress(data, uncompressed_size=size)
 
 
 def _zstd_frame(data: bytes, size: int) -> bytes:
+    assert _zstd is not None
     return _zstd.ZstdDecompressor().decompress(data, max_output_size=size)
 
 
@@ -100,7 +99,7 @@ _DECOMPRESS: dict[str, tuple[Callable[[bytes, int], bytes], str]] = {
 }
 """Compression name -> (decompressor, why it is unavailable or "")."""
 
-_VERDICTS = (("sass", "native"), ("ptx", "jit"))
+_VERDICTS = (("sass", Loadability.NATIVE), ("ptx", Loadability.JIT))
 """Checked in order: SASS that fits runs as is, PTX that fits is JIT-compiled."""
 
 _TARGET = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
@@ -121,12 +120,61 @@ def read_embedded(data: bytes, path: str) -> BinaryListing:
     return BinaryListing(path=path, entries=tuple(sorted(entries, key=_sort_key)))
 
 
-def loadability(entries: Iterable[EmbeddedCode], capability: str) -> str:
+def loadability(entries: Iterable[EmbeddedCode], capability: str) -> Loadability:
     """``native`` if some SASS runs on ``capability`` (``12.0``), else ``jit`` if some PTX can be
     compiled for it, else ``none``."""
     device = arch.Capability.parse(capability)
     fitting = {e.kind for e in entries if arch.runs_on(e.kind, e.target, device)}
-    return next((verdict for kind, verdict in _VERDICTS if kind in fitting), "none")
+    return next((verdict for kind, verdict in _VERDICTS if kind in fitting), Loadability.NONE)
+
+
+def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[BinaryListing], list[FileError]]:
+    """The GPU code embedded in an input's shared objects, by path; unreadable ones as errors.
+
+    A ``binary-listing`` file is a rule example's stand-in for one (``rulebook.Example``): a
+    JSON list of the targets it embeds."""
+    listings, errors = [], []
+    for f in sorted((f for f in files if f.language in ("binary", "binary-listing")), key=lambda f: f.path):
+        if f.language == "binary-listing":
+            entries = (
+                EmbeddedCode("ptx" if t.startswith("compute_") else "sass", t, False, "rule example")
+                for t in json.loads(f.data)
+            )
+            listings.append(BinaryListing(f.path, tuple(entries)))
+            continue
+        try:
+            listings.append(read_embedded(f.data, f.path))
+        except BinaryError as exc:
+            errors.append(FileError(f.path, f"not a readable shared object: {exc}", input_name))
+    return listings, errors
+
+
+def binary_records(listings: Sequence[BinaryListing], input_name: str, targets: Sequence[Target]) -> tuple[Binary, ...]:
+    """Listings as the result records them: package, entries, per-target loadability (none without GPU code)."""
+    return tuple(
+        Binary(
+            b.path,
+            b.path.split("/", 1)[0],
+            input_name,
+            b.entries,
+            tuple((t.label, loadability(b.entries, t.capability)) for t in targets) if b.entries else (),
+        )
+        for b in listings
+    )
+
+
+def package_verdicts(records: Sequence[Binary]) -> dict[str, dict[str, Loadability]]:
+    """Per package, the best loadability over its binaries with GPU code, by target label (the rules
+    join it with the gates: a package whose binaries cannot load on a target)."""
+    out: dict[str, dict[str, Loadability]] = {}
+    for r in records:
+        if not r.verdicts:
+            continue
+        best = out.setdefault(r.package, {})
+        for label, verdict in r.verdicts:
+            if verdict.rank >= best.get(label, Loadability.NONE).rank:
+                best[label] = verdict
+    return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
 
 
 def _sort_key(e: EmbeddedCode) -> tuple:

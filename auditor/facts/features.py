@@ -7,16 +7,21 @@ notation (``wgmma...e4m3 (FP8 wgmma)``) are turned into the pattern they describ
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from importlib import resources
+from typing import Any
 
 import re2
 
-from auditor.model import Feature
+from auditor import arch
+from auditor.arch import Target
+from auditor.model import Feature, Gate, SourceFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +63,7 @@ def _pattern(token: str, kind: str) -> re.Pattern:
 @cache
 def facts() -> tuple[Fact, ...]:
     """The fact table, most specific tokens first (longer literals before their prefixes)."""
-    text = resources.files("auditor").joinpath("data", "ptx-features.csv").read_text("utf-8")
+    text = (resources.files("auditor") / "data" / "ptx-features.csv").read_text("utf-8")
     rows = []
     for row in csv.DictReader(io.StringIO(text)):
         try:
@@ -97,7 +102,7 @@ def _combined():
 
 
 @cache
-def _labelled() -> tuple[object, tuple[int, ...]]:
+def _labelled() -> tuple[Any, tuple[int, ...]]:
     """The combined pattern with one capturing group per fact, and the index of each fact's group."""
     groups, index = [], 1
     for f in facts():
@@ -159,13 +164,6 @@ def feature(line: int, token: str, fact: Fact) -> Feature:
     )
 
 
-def find(lines: list[str], first: int, last: int, limit: int = 40) -> tuple[Feature, ...]:
-    """Facts used on lines ``first..last`` (1-based, inclusive), one per fact, in line order."""
-    if last < first:
-        return ()
-    return distinct(scan_region("\n".join(lines[first - 1 : last]), first), limit)
-
-
 def distinct(found: list[tuple[int, str, Fact]], limit: int = 40) -> tuple[Feature, ...]:
     """The first occurrence of each fact, at most ``limit``."""
     out: dict[str, Feature] = {}
@@ -175,3 +173,40 @@ def distinct(found: list[tuple[int, str, Fact]], limit: int = 40) -> tuple[Featu
             if len(out) >= limit:
                 break
     return tuple(out.values())
+
+
+def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Sequence[Target]) -> list[Gate]:
+    """The gates, with the fact-table tokens used inside those that exclude a requested target.
+
+    Only excluding gates: that is where "what does the code need" decides hardware vs
+    conservative, and it bounds the work (each guarded line is scanned once per file).
+    """
+    by_path = {f.path: f for f in files}
+    wanted: dict[str, list[int]] = {}
+    for i, g in enumerate(gates):
+        first, last = g.body_lines
+        if g.file in by_path and last >= first and not all(arch.admits_target(g.domain, g.admits, t) for t in targets):
+            wanted.setdefault(g.file, []).append(i)
+    out = list(gates)
+    for path, indices in wanted.items():
+        lines = by_path[path].data.decode("utf-8", "replace").split("\n")
+        found: list[tuple[int, str, Fact]] = []
+        for first, last in _merge(gates[i].body_lines for i in indices):
+            found += scan_region("\n".join(lines[first - 1 : last]), first)
+        found_lines = [f[0] for f in found]
+        for i in indices:
+            first, last = gates[i].body_lines
+            lo, hi = bisect.bisect_left(found_lines, first), bisect.bisect_right(found_lines, last)
+            out[i] = replace(gates[i], features=distinct(found[lo:hi]))
+    return out
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or adjacent line ranges as one."""
+    merged: list[list[int]] = []
+    for first, last in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    return [(a, b) for a, b in merged]

@@ -12,19 +12,39 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import fields
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, fields
 from functools import cache
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints
 
 from auditor import __version__
 from auditor.cuda.structure import Branch, Definition, Structure
-from auditor.model import Feature, FileError, Finding, Gate, Resolution
+from auditor.model import (
+    Binary,
+    Classification,
+    EmbeddedCode,
+    Feature,
+    FileError,
+    Finding,
+    Gate,
+    Loadability,
+    Resolution,
+    Severity,
+    Word,
+)
 
-SCHEMA = 2
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
+
+T = TypeVar("T")
+
+SCHEMA = 3
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")
@@ -69,6 +89,23 @@ def input_digest(files: Iterable[tuple[str, str, str, str]]) -> str:
     for path, language, error, digest in sorted(files):
         h.update(f"{path}\0{language}\0{error}\0{digest}\n".encode("utf-8", "surrogatepass"))
     return h.hexdigest()
+
+
+DECODE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError)
+"""What decoding an entry of an unexpected shape raises; each means a miss."""
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """How a stage's result is kept: as JSON, and back.
+
+    ``decode`` raises (one of :data:`DECODE_ERRORS`) on anything ``encode`` did not write, an
+    unknown word included, so that such an entry is a miss and never trusted. ``encode``
+    returns None for a result that must not be kept (it depends on more than its key).
+    """
+
+    encode: Callable[[T], Any]
+    decode: Callable[[Any], T]
 
 
 class Cache:
@@ -127,6 +164,45 @@ class Cache:
         except (sqlite3.Error, ValueError, TypeError):
             pass
 
+    def recall(self, key: str, codec: Codec[T]) -> T | None:
+        """The result kept under ``key``, or None. For a stage that runs in the background:
+        start it on a miss, and :meth:`keep` what it returns."""
+        try:
+            return codec.decode(self.get_many([key])[key])
+        except DECODE_ERRORS:
+            return None
+
+    def keep(self, key: str, codec: Codec[T], value: T) -> None:
+        """Keep a stage's result under ``key`` (unless its codec declines it)."""
+        if self.db is not None and (entry := codec.encode(value)) is not None:
+            self.put_many([(key, entry)])
+
+    def memo(self, key: str, codec: Codec[T], compute: Callable[[], T]) -> T:
+        """The result kept under ``key``, else ``compute()``'s, kept there for the next scan."""
+        (value,) = self.memo_many([key], codec, lambda _: [compute()])
+        return value
+
+    def memo_many(self, keys: Sequence[str], codec: Codec[T], compute: Callable[[list[int]], Sequence[T]]) -> list[T]:
+        """One result per key: those kept, and ``compute(indices)`` for the others (in that order),
+        which are then kept. A disabled cache computes them all."""
+        found = self.get_many(keys)
+        out: list[Any] = [None] * len(keys)
+        missing: list[int] = []
+        for i, key in enumerate(keys):
+            try:
+                out[i] = codec.decode(found[key])
+            except DECODE_ERRORS:  # not there, or not what we wrote
+                missing.append(i)
+        if missing:
+            computed = compute(missing)
+            for i, value in zip(missing, computed):
+                out[i] = value
+            if self.db is not None:
+                self.put_many(
+                    [(keys[i], e) for i, value in zip(missing, computed) if (e := codec.encode(value)) is not None]
+                )
+        return out
+
     def close(self) -> None:
         """Release the database."""
         if self.db is not None:
@@ -162,7 +238,13 @@ _GATE_FIELDS = tuple(f.name for f in fields(Gate))
 _STRING_TUPLES = ("admits", "unknowns", "chain", "name_implies", "surely")
 """Shared through a table: 40,000 gates hold a few hundred distinct admitted sets and chains."""
 _INTS = ("line", "end_line")
-_STRS = tuple(n for n in _GATE_FIELDS if n not in _STRING_TUPLES + _INTS + ("features", "resolutions", "body_lines"))
+_WORDS = {n: t for n, t in get_type_hints(Gate).items() if isinstance(t, type) and issubclass(t, Word)}
+"""Fields of a closed vocabulary (kind, language, ...), decoded into their enum."""
+_STRS = tuple(
+    n
+    for n in _GATE_FIELDS
+    if n not in _STRING_TUPLES + _INTS + tuple(_WORDS) + ("features", "resolutions", "body_lines")
+)
 
 
 def encode_gates(gates: Sequence[Gate]) -> dict:
@@ -198,6 +280,12 @@ def _int(v: Any) -> int:
     return v
 
 
+def _bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise ValueError("expected a boolean")
+    return v
+
+
 def decode_gates(d: Any) -> list[Gate]:
     """Inverse of encode_gates; raises ValueError (or TypeError, KeyError) on any unexpected shape."""
     if d["fields"] != list(_GATE_FIELDS):
@@ -207,6 +295,7 @@ def decode_gates(d: Any) -> list[Gate]:
     shared = [index[n] for n in _STRING_TUPLES]
     ints = [index[n] for n in _INTS]
     strs = [index[n] for n in _STRS]
+    words = [(index[n], word) for n, word in _WORDS.items()]
     feats, res, body = index["features"], index["resolutions"], index["body_lines"]
     out = []
     for row in d["rows"]:
@@ -221,6 +310,8 @@ def decode_gates(d: Any) -> list[Gate]:
             _int(v[i])
         for i in strs:
             _str(v[i])
+        for i, word in words:
+            v[i] = word(_str(v[i]))
         v[feats] = tuple(
             Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n))
             for t, ln, f, m, on, n in v[feats]
@@ -236,48 +327,64 @@ def _errors(rows: Any) -> list[FileError]:
     return [FileError(_str(f), _str(r), _str(i)) for f, r, i in rows]
 
 
-def encode_result(gates: Sequence[Gate], errors: Sequence[FileError]) -> dict:
-    """One input's gates and errors."""
+def _encode_extracted(value: tuple[list[Gate], list[FileError]]) -> dict:
+    gates, errors = value
     return {"gates": encode_gates(gates), "errors": [[e.file, e.reason, e.input] for e in errors]}
 
 
-def decode_result(d: Any) -> tuple[list[Gate], list[FileError]] | None:
-    """Gates and errors, or None when the entry is not what we wrote."""
-    try:
-        return decode_gates(d["gates"]), _errors(d["errors"])
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+def _decode_extracted(d: Any) -> tuple[list[Gate], list[FileError]]:
+    return decode_gates(d["gates"]), _errors(d["errors"])
 
 
-def encode_final(
-    gates: Sequence[Gate], findings: Sequence[Finding], errors: Sequence[FileError], records: Sequence[dict]
-) -> dict:
-    """One input's finished result: gates with features, findings, errors, binary records."""
+EXTRACTED: Codec[tuple[list[Gate], list[FileError]]] = Codec(_encode_extracted, _decode_extracted)
+"""Gates as extracted (before features and rules) and the errors of extracting them."""
+
+
+@dataclass(frozen=True)
+class InputResult:
+    """One input's finished result under one set of options."""
+
+    gates: list[Gate]
+    """With the features they use."""
+    findings: list[Finding]
+    errors: list[FileError]
+    binaries: tuple[Binary, ...]
+
+
+def _encode_final(r: InputResult) -> dict:
     return {
-        "gates": encode_gates(gates),
-        "findings": [[getattr(f, x.name) for x in fields(Finding)] for f in findings],
-        "errors": [[e.file, e.reason, e.input] for e in errors],
-        "binaries": [dict(r, entries=[dict(e) for e in r["entries"]]) for r in records],
+        "gates": encode_gates(r.gates),
+        "findings": [[getattr(f, x.name) for x in fields(Finding)] for f in r.findings],
+        "errors": [[e.file, e.reason, e.input] for e in r.errors],
+        "binaries": [
+            [b.path, b.package, b.input, [[e.kind, e.target, e.compressed, e.note] for e in b.entries], b.verdicts]
+            for b in r.binaries
+        ],
     }
 
 
-def decode_final(d: Any) -> tuple[list[Gate], list[Finding], list[FileError], tuple[dict, ...]] | None:
-    """Inverse of encode_final, or None when the entry is not what we wrote."""
-    try:
-        gates = decode_gates(d["gates"])
-        findings = [
-            Finding(_str(r), _str(s), _str(g), _str(f), _int(ln), _str(m), _str(c), _str(k), _str(i))
+def _decode_final(d: Any) -> InputResult:
+    return InputResult(
+        decode_gates(d["gates"]),
+        [
+            Finding(_str(r), Severity(s), _str(g), _str(f), _int(ln), _str(m), _str(c), Classification(k), _str(i))
             for r, s, g, f, ln, m, c, k, i in d["findings"]
-        ]
-        errors = _errors(d["errors"])
-        records = tuple(
-            dict(r, entries=tuple(dict(e) for e in r["entries"]), verdicts=dict(r["verdicts"])) for r in d["binaries"]
-        )
-        if not all(isinstance(r["path"], str) for r in records):
-            return None
-        return gates, findings, errors, records
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+        ],
+        _errors(d["errors"]),
+        tuple(
+            Binary(
+                _str(path),
+                _str(package),
+                _str(inp),
+                tuple(EmbeddedCode(_str(k), _str(t), _bool(c), _str(n)) for k, t, c, n in entries),
+                tuple((_str(label), Loadability(v)) for label, v in verdicts),
+            )
+            for path, package, inp, entries, verdicts in d["binaries"]
+        ),
+    )
+
+
+FINAL: Codec[InputResult] = Codec(_encode_final, _decode_final)
 
 
 def encode_structure(s: Structure) -> list:
@@ -305,8 +412,7 @@ def decode_structure(d: Any) -> Structure:
     branches, definitions, enclosing = d
 
     def constraints(cs: list) -> tuple:
-        out = tuple((str(c), bool(p)) for c, p in cs)
-        return out
+        return tuple((str(c), bool(p)) for c, p in cs)
 
     return Structure(
         tuple(

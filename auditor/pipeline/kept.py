@@ -9,11 +9,15 @@ in it, or anything of the wrong shape, is a miss.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from auditor.model import SEVERITIES, AuditResult
 from auditor.pipeline.cache import Cache, json_digest
+
+F = TypeVar("F", bound=str)
+"""A report format (any string names one here)."""
 
 
 @dataclass(frozen=True)
@@ -31,28 +35,26 @@ class Outcome:
             f"archaudit: {e.input + ': ' if e.input else ''}{e.file + ': ' if e.file else ''}{e.reason}"
             for e in result.errors
         )
-        return cls(
-            lines, tuple(sorted({f.severity for f in result.findings})), bool(dict(result.extras).get("failed_inputs"))
-        )
+        return cls(lines, tuple(sorted({f.severity for f in result.findings})), bool(result.failed_inputs))
 
 
-def _slots(key: str, inputs: Sequence[str], link_base: str, formats) -> dict[str, tuple[str, str]]:
+def _slots(key: str, inputs: Sequence[str], link_base: str, formats: Iterable[F]) -> dict[F, tuple[str, str]]:
     """Per format: the slot its text is kept in, and the key the kept text must carry."""
     return {f: ("report:" + json_digest([f, sorted(inputs)]), json_digest([key, f, link_base])) for f in formats}
 
 
-def _strings(v) -> bool:
+def _strings(v: object) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
 def find(
-    store: Cache, key: str, inputs: Sequence[str], link_base: str, formats
-) -> tuple[dict[str, str], Outcome] | None:
+    store: Cache, key: str, inputs: Sequence[str], link_base: str, formats: Collection[F]
+) -> tuple[dict[F, str], Outcome] | None:
     """The texts kept for the result named ``key`` and its outcome; None unless every format is there."""
     if not key or not formats:
         return None
-    texts: dict[str, str] = {}
-    outcome = None
+    texts: dict[F, str] = {}
+    outcomes: list[Outcome] = []
     for fmt, (slot, want) in _slots(key, inputs, link_base, formats).items():
         hit = store.get(slot)
         if (
@@ -66,12 +68,12 @@ def find(
         ):
             return None
         texts[fmt] = hit["text"]
-        outcome = Outcome(tuple(hit["errors"]), tuple(hit["severities"]), hit["failed"])
-    return texts, outcome
+        outcomes.append(Outcome(tuple(hit["errors"]), tuple(hit["severities"]), hit["failed"]))
+    return texts, outcomes[-1]
 
 
 def keep(
-    store: Cache, key: str, inputs: Sequence[str], link_base: str, texts: dict[str, str], outcome: Outcome
+    store: Cache, key: str, inputs: Sequence[str], link_base: str, texts: Mapping[F, str], outcome: Outcome
 ) -> None:
     """Keep each format's text for the next scan of the result named ``key``."""
     if not key:

@@ -1,6 +1,6 @@
-"""Reports of a :class:`~auditor.diff.DiffResult`: text, JSON, Markdown, HTML and SARIF.
+"""Reports of a :class:`~auditor.model.DiffResult`: text, JSON, Markdown, HTML and SARIF.
 
-Pure functions ``DiffResult -> str``, registered in :data:`REPORTERS`. A definition change
+Pure functions ``DiffResult -> str`` (:class:`~auditor.render.formats.Format` picks one). A definition change
 (a predicate or derived macro whose meaning changed) is shown once, as the root cause, with
 the call sites through it; the gates it explains are not listed again on their own.
 The Markdown of ``archaudit pr`` (``mode == "pr"``) starts with the sticky-comment marker.
@@ -9,17 +9,23 @@ The Markdown of ``archaudit pr`` (``mode == "pr"``) starts with the sticky-comme
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from auditor import arch
-from auditor.model import AuditResult, Finding, Gate
+from auditor.model import (
+    AuditResult,
+    DefinitionChange,
+    DiffResult,
+    Finding,
+    Gate,
+    GateChange,
+    Guards,
+    How,
+    Status,
+    Verdict,
+)
 from auditor.render import markdown, report
 from auditor.render.json import gate_document
-
-if TYPE_CHECKING:  # the renderers only read the diff's fields
-    from auditor.diff import DefinitionChange, DiffResult, GateChange
 
 SCHEMA = "archaudit-diff/1"
 MARKER = "<!-- archaudit -->"
@@ -29,11 +35,11 @@ MARKDOWN_ROWS = 150
 DEFINITIONS_SHOWN = 30
 """Definition changes shown in Markdown and HTML, each with at most ``CALL_SITE_ROWS`` call sites."""
 CALL_SITE_ROWS = 25
-STATUSES = ("added", "changed", "removed")
+STATUSES = (Status.ADDED, Status.CHANGED, Status.REMOVED)
 
 
-def _verdict_word(v) -> str:
-    return {"admits": "admits", "excludes": "excludes", "": "—"}[v]
+def _verdict_word(v: Verdict | None) -> str:
+    return "—" if v is None else v
 
 
 def _admits(gate: Gate | None) -> str:
@@ -78,7 +84,7 @@ def _side(inputs) -> str:
 def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
     g = c.gate
     head = f"{indent}{c.status:<8} {_where(c)}  {g.kind}  {g.expression}"
-    if c.how == "rewritten" and c.old is not None:
+    if c.how == How.REWRITTEN and c.old is not None:
         head += f"   (was: {c.old.expression})"
     out = [head]
     admits = (
@@ -87,7 +93,7 @@ def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
         else (_admits(c.old) if c.new is None else f"{_admits(c.old)} -> {_admits(c.new)}")
     )
     tail = "; ".join(c.delta) or "verdicts unchanged"
-    if g.guards == "reject":
+    if g.guards == Guards.REJECT:
         tail += "; guards an exit (raise or early return)"
     out.append(f"{indent}         admits {admits}   {tail}")
     out += [f"{indent}         [{f.severity}] {f.rule}: {f.message}" for f in c.findings]
@@ -275,7 +281,7 @@ def _row(c: GateChange) -> Row:
         line=c.gate.line,
         kind=c.gate.kind,
         expression=c.gate.expression,
-        was=c.old.expression if c.how == "rewritten" and c.old else "",
+        was=c.old.expression if c.how == How.REWRITTEN and c.old else "",
         admits_before=_admits(c.old),
         admits_after=_admits(c.new),
         verdicts=tuple((v.target, _verdict_word(v.before), _verdict_word(v.after)) for v in c.verdicts),
@@ -356,16 +362,6 @@ def render_sarif(d: DiffResult) -> str:
         inputs=d.new_inputs,
         gates=gates,
         findings=d.findings,
-        extras=d.extras,
+        rules=d.rules,
     )
     return sarif.render(result)
-
-
-REPORTERS: dict[str, Callable[[DiffResult], str]] = {
-    "text": render_text,
-    "json": render_json,
-    "markdown": render_markdown,
-    "html": render_html,
-    "sarif": render_sarif,
-}
-"""Format name -> renderer."""

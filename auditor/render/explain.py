@@ -15,7 +15,7 @@ from pathlib import Path
 
 from auditor import arch, verdicts
 from auditor.arch import HOST, Target
-from auditor.model import Finding, Gate
+from auditor.model import Domain, Finding, Gate
 from auditor.verdicts import classify
 
 _PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")
@@ -72,7 +72,7 @@ def pick(gates: Iterable[Gate], file: str, line: int) -> list[Gate]:
 def _admitted_table(gate: Gate, targets: Sequence[Target]) -> list[str]:
     requested = {t.capability: t for t in targets}
     admitted = set(gate.admits)
-    if gate.domain == "target":
+    if gate.domain == Domain.TARGET:
         caps: dict[str, list[str]] = {}
         for t in arch.device_targets():
             caps.setdefault(arch.capability_of(t), []).append(t)
@@ -81,11 +81,11 @@ def _admitted_table(gate: Gate, targets: Sequence[Target]) -> list[str]:
     rows = [f"    {'capability':<12}{'admitted':<28}verdict"]
     for cap, variants in caps.items():
         taken = [v for v in variants if v in admitted]
-        shown = (" ".join(taken) if gate.domain == "target" else "yes") if taken else "-"
-        t = requested.get(cap)
-        verdict = ("EXCLUDES" if verdicts.turns_away(gate, t) else "admits") if t else ""
-        rows.append(f"    {cap + (' *' if t else ''):<12}{shown:<28}{verdict}".rstrip())
-    if gate.domain == "target":
+        shown = (" ".join(taken) if gate.domain == Domain.TARGET else "yes") if taken else "-"
+        asked = requested.get(cap)
+        verdict = ("EXCLUDES" if verdicts.turns_away(gate, asked) else "admits") if asked else ""
+        rows.append(f"    {cap + (' *' if asked else ''):<12}{shown:<28}{verdict}".rstrip())
+    if gate.domain == Domain.TARGET:
         rows.append(f"    {'host':<12}{'yes' if HOST in admitted else '-'}")
     return rows
 

@@ -6,9 +6,8 @@ interned), and its script draws only the rows on screen and the one detail open.
 header is plain HTML from jinja2 (autoescaped); the script builds every data-bearing node
 with ``textContent``, so scanned text can never become markup.
 
-Code excerpts need source text, which a renderer may not read: the CLI asks
-:func:`needed_lines` which lines each file must supply and passes them back in
-``AuditResult.extras`` under ``"excerpts"`` as ``{(input, file): {line: text}}``.
+Code excerpts need source text, which a renderer may not read: the scan gathers the lines
+of each gate's :func:`~auditor.model.excerpt_windows` into ``AuditResult.excerpts``.
 Pygments highlights them here, into (class, text) runs the script turns into spans.
 """
 
@@ -28,16 +27,10 @@ from pygments.styles import get_style_by_name
 from pygments.token import STANDARD_TYPES, _TokenType
 
 from auditor import arch, verdicts
-from auditor.model import AuditResult, Gate
+from auditor.model import AuditResult, Domain, excerpt_windows
 from auditor.render import report
 from auditor.render.text import INVISIBLE, printable
 
-BEFORE = 1
-"""Lines of context shown above a gate."""
-HEAD = 6
-"""Lines of the guarded region shown after the condition."""
-FEATURE_LINES = 4
-"""Features whose lines are shown in the excerpt."""
 STYLE = "vs"
 """The pygments style of the excerpts: few colours, so runs of equal style merge into few spans."""
 GATE_FIELDS = (
@@ -70,23 +63,6 @@ _SCRIPT_UNSAFE = re.compile(rf"[<>&{INVISIBLE}]")
 invisible ones (C1 controls, bidi overrides, line separators). json.dumps escapes C0 itself."""
 
 
-def windows(gate: Gate) -> list[tuple[int, int]]:
-    """Line ranges a gate's excerpt shows: context, condition, head and end of the region, features."""
-    first, last = gate.body_lines
-    spans = [(gate.line - BEFORE, max(gate.end_line, gate.line))]
-    if last >= first > 0:
-        head_end = min(last, gate.end_line + HEAD)
-        spans.append((first, head_end))
-        if last > head_end:
-            spans.append((last, last + 1))
-        else:
-            spans.append((last + 1, last + 1))
-    else:
-        spans.append((gate.end_line + 1, gate.end_line + BEFORE))
-    spans += [(f.line, f.line) for f in gate.features[:FEATURE_LINES]]
-    return _runs({n for a, b in spans for n in range(max(a, 1), b + 1)})
-
-
 def _runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
     """Sorted runs of consecutive numbers as (first, last)."""
     out: list[list[int]] = []
@@ -96,16 +72,6 @@ def _runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
         else:
             out.append([n, n])
     return [(a, b) for a, b in out]
-
-
-def needed_lines(result: AuditResult) -> dict[tuple[str, str], set[int]]:
-    """(input, file) -> the line numbers the excerpts show, for the CLI to read."""
-    out: dict[tuple[str, str], set[int]] = {}
-    for g in result.gates:
-        lines = out.setdefault((g.input, g.file), set())
-        for a, b in windows(g):
-            lines.update(range(a, b + 1))
-    return out
 
 
 class _Interner:
@@ -138,7 +104,7 @@ def _by_style() -> dict[_TokenType, str]:
 
 @cache
 def _short_class(token: _TokenType) -> str:
-    while token not in STANDARD_TYPES:
+    while token not in STANDARD_TYPES and token.parent is not None:
         token = token.parent
     return _by_style()[token]
 
@@ -180,7 +146,7 @@ def view(result: AuditResult) -> dict:
     files = _Interner()
     by_gate = report.findings_by_gate(result)
     rules = report.rules_of(result)
-    excerpts: Mapping = report.extra(result, "excerpts", {}) or {}
+    excerpts = {(e.input, e.file): dict(e.lines) for e in result.excerpts}
     findings: list = []
     gates: list = []
     for g in result.gates:
@@ -206,7 +172,7 @@ def view(result: AuditResult) -> dict:
             "end_line": g.end_line,
             "kind": strings(g.kind),
             "expression": strings(g.expression),
-            "domain": 0 if g.domain == "target" else 1,
+            "domain": 0 if g.domain == Domain.TARGET else 1,
             "admits": sets(sorted(order[a] for a in g.admits if a in order)),
             "verdicts": [int(verdicts.turns_away(g, t)) for t in targets],
             "unknowns": [strings(u) for u in g.unknowns],
@@ -220,8 +186,10 @@ def view(result: AuditResult) -> dict:
             "body": list(g.body_lines),
             "context": strings(g.context),
             "findings": list(range(first, len(findings))),
-            "windows": windows(g),
-            "variants": [list(arch.admitting_variants(g.admits, t)) if g.domain == "target" else [] for t in targets],
+            "windows": excerpt_windows(g),
+            "variants": [
+                list(arch.admitting_variants(g.admits, t)) if g.domain == Domain.TARGET else [] for t in targets
+            ],
             "guards": strings(g.guards),
             "name_implies": [strings(a) for a in g.name_implies],
             "compact": strings(arch.compact(g.domain, g.admits)),
@@ -279,7 +247,7 @@ def _shown(value: Any, keep: str = "") -> Any:
 
 
 def _is_target_column(domain: str, column: str, targets) -> bool:
-    if domain == "target":
+    if domain == Domain.TARGET:
         return any(column in t.variants for t in targets)
     return any(column == t.capability for t in targets)
 
@@ -316,6 +284,6 @@ def render(result: AuditResult) -> str:
             packages=[p for p, *_ in summary.by_package],
             severities=report.SEVERITIES,
             classifications=[c for c, _ in summary.by_classification],
-            domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in ("target", "device")],
+            domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in Domain],
         )
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from auditor import arch
-from auditor.model import AuditResult, Gate
+from auditor.model import AuditResult, Binary, Domain, Gate, Verdict
 from auditor.verdicts import classify, verdicts
 
 SCHEMA = "archaudit/1"
@@ -24,7 +24,7 @@ def gate_document(gate: Gate, targets) -> dict:
         "expression": gate.expression,
         "domain": gate.domain,
         "admits": list(gate.admits),
-        "excludes_target": "excludes" in v.values(),
+        "excludes_target": Verdict.EXCLUDES in v.values(),
         "verdicts": v,
         "unknowns": list(gate.unknowns),
         "resolved_by": gate.resolved_by,
@@ -46,7 +46,7 @@ def gate_document(gate: Gate, targets) -> dict:
         "package": gate.package,
         "input": gate.input,
     }
-    if gate.domain == "target":
+    if gate.domain == Domain.TARGET:
         doc["admitting_variants"] = {t.label: list(arch.admitting_variants(gate.admits, t)) for t in targets}
     if gate.guards:
         doc["guards"] = gate.guards
@@ -78,27 +78,21 @@ def document(result: AuditResult) -> dict:
             for f in result.findings
         ],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
-        **({"binaries": binaries_document(result)} if extra(result, "binaries") else {}),
+        **({"binaries": [binary_document(b) for b in result.binaries]} if result.binaries else {}),
     }
 
 
-def extra(result: AuditResult, key: str, default=()):
-    """A named addition of a later stage (``AuditResult.extras``)."""
-    return next((value for k, value in result.extras if k == key), default)
-
-
-def binaries_document(result: AuditResult) -> list[dict]:
-    """Shared objects and the GPU code they embed, with per-target loadability (extra field)."""
-    return [
-        {
-            "path": b["path"],
-            "package": b["package"],
-            "input": b["input"],
-            "entries": [dict(e) for e in b["entries"]],
-            "verdicts": dict(b["verdicts"]),
-        }
-        for b in extra(result, "binaries")
-    ]
+def binary_document(b: Binary) -> dict:
+    """A shared object and the GPU code it embeds, with per-target loadability (extra field)."""
+    return {
+        "path": b.path,
+        "package": b.package,
+        "input": b.input,
+        "entries": [
+            {"kind": e.kind, "target": e.target, "compressed": e.compressed, "note": e.note} for e in b.entries
+        ],
+        "verdicts": dict(b.verdicts),
+    }
 
 
 def render(result: AuditResult) -> str:

@@ -2,7 +2,7 @@
 
 It must fit a GitHub comment (65,536 characters, with room for the sticky-comment
 marker), so the gate list is cut to fit and says how many rows it left out. File links
-need a base URL (``--link-base``), which the CLI passes in ``extras`` as ``"link_base"``.
+need a base URL (``--link-base``), which the CLI sets as ``AuditResult.link_base``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from itertools import groupby
 from urllib.parse import quote
 
 from auditor import arch
-from auditor.model import AuditResult
+from auditor.model import AuditResult, Severity
 from auditor.render import report
 
 LIMIT = 65_536 - 512
 """GitHub's comment limit, less room for the marker and a note the poster may add."""
-ICONS = {"high": "🔴", "medium": "🟠", "low": "🟡", "info": "🔵", "": "⚪"}
+ICONS = {Severity.HIGH: "🔴", Severity.MEDIUM: "🟠", Severity.LOW: "🟡", Severity.INFO: "🔵", "": "⚪"}
 _CODE = re.compile(r"(`+)(.+?)\1")
 _SPACE = re.compile(r"[ \t\n\r\f\v]+")
 
@@ -124,8 +124,7 @@ def _left_out(rows: list[Row]) -> str:
 def render(result: AuditResult) -> str:
     """The comment body; the gate table is cut to fit :data:`LIMIT`, saying how much was left out."""
     template = report.templates().get_template("report.md.j2")
-    base = report.extra(result, "link_base", "") or ""
-    rows = _rows(result, base)
+    rows = _rows(result, result.link_base)
     summary = report.summary(result)
 
     def body(shown: int) -> str:

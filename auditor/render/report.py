@@ -1,7 +1,7 @@
 """What the human reports (HTML, Markdown, terminal) share: templates, rule metadata, counts.
 
-Everything here is a pure function of an :class:`AuditResult`; rule metadata and source
-excerpts arrive through ``AuditResult.extras`` because renderers read no files.
+Everything here is a pure function of an :class:`AuditResult`: rule metadata and source
+excerpts arrive in it (``rules``, ``excerpts``) because renderers read no files.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import jinja2
 from markupsafe import Markup
 
 from auditor import model
-from auditor.model import AuditResult, Finding, Gate
+from auditor.model import AuditResult, Classification, Finding, Gate, RuleInfo, Verdict
 from auditor.render.json import verdicts
 from auditor.render.text import printable
 
 SEVERITIES = tuple(reversed(model.SEVERITIES))
 """Worst first, as reports list them."""
-CLASSIFICATIONS = ("hardware", "conservative", "unknown")
+CLASSIFICATIONS = tuple(c for c in Classification if c)
+"""What an excluding gate guards, as reports list them."""
 
 
 def visible(value: Any) -> Any:
@@ -46,19 +47,14 @@ def templates() -> jinja2.Environment:
     )
 
 
-def extra(result: AuditResult, key: str, default: Any = None) -> Any:
-    """A named addition the CLI (or a later stage) put in ``extras``."""
-    return dict(result.extras).get(key, default)
-
-
-def rules_of(result: AuditResult) -> dict[str, Any]:
-    """Rule metadata by id (objects with ``id name severity message rationale remediation references``)."""
-    return {r.id: r for r in extra(result, "rules", ())}
+def rules_of(result: AuditResult) -> dict[str, RuleInfo]:
+    """Rule metadata by id."""
+    return {r.id: r for r in result.rules}
 
 
 def excludes(gate: Gate, targets) -> bool:
     """Whether the gate turns at least one requested target away."""
-    return "excludes" in verdicts(gate, targets).values()
+    return Verdict.EXCLUDES in verdicts(gate, targets).values()
 
 
 def findings_by_gate(result: AuditResult) -> dict[tuple[str, str], list[Finding]]:
@@ -120,5 +116,10 @@ def summary(result: AuditResult) -> Summary:
         by_severity=tuple((s, severity[s]) for s in SEVERITIES)
         + tuple(sorted((s, n) for s, n in severity.items() if s not in SEVERITIES)),
         by_classification=tuple((c, classes[c]) for c in order if classes[c] or c in CLASSIFICATIONS),
-        by_package=tuple(sorted(((p, *v) for p, v in packages.items()), key=lambda r: (-r[2], -r[3], r[0]))),
+        by_package=tuple(
+            sorted(
+                ((p, n, excluding, found) for p, (n, excluding, found) in packages.items()),
+                key=lambda r: (-r[2], -r[3], r[0]),
+            )
+        ),
     )

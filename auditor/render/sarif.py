@@ -1,8 +1,7 @@
 """SARIF 2.1.0 for code scanning (GitHub and other viewers), built field by field from the model.
 
-Rule metadata comes from the rule files, which the CLI passes in ``AuditResult.extras``
-under ``"rules"`` (objects with ``id name severity message rationale remediation
-references``), so this stays a pure function of its input. Locations are relative to
+Rule metadata comes from the rule files, which the scan passes in ``AuditResult.rules``,
+so this stays a pure function of its input. Locations are relative to
 ``%SRCROOT%`` (the scanned input's root) so an upload maps them onto the repository.
 """
 
@@ -10,10 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 from urllib.parse import quote
 
-from auditor.model import AuditResult, Finding, Gate
+from auditor.model import AuditResult, Finding, Gate, RuleInfo, Severity
 from auditor.render.report import rules_of
 
 VERSION = "2.1.0"
@@ -26,7 +24,7 @@ HELP_PATH = "/blob/main/docs/rules.md#{anchor}"
 """A rule's section in the generated rule docs (heading ``ARCH001 `name` `` -> ``#arch001-name``)."""
 FINGERPRINT = "archauditGate/v1"
 """``partialFingerprints`` key: the gate's fingerprint survives line moves."""
-LEVELS = {"high": "error", "medium": "warning", "low": "note", "info": "note"}
+LEVELS = {Severity.HIGH: "error", Severity.MEDIUM: "warning", Severity.LOW: "note", Severity.INFO: "note"}
 
 
 def _base_ids(result: AuditResult) -> dict[str, str]:
@@ -34,7 +32,7 @@ def _base_ids(result: AuditResult) -> dict[str, str]:
     return {i.path: "%SRCROOT%" if n == 0 else f"INPUT{n + 1}" for n, i in enumerate(result.inputs)}
 
 
-def _descriptor(rule_id: str, rule: Any, findings: Iterable[Finding]) -> dict:
+def _descriptor(rule_id: str, rule: RuleInfo | None, findings: Iterable[Finding]) -> dict:
     if rule is None:
         first = next(iter(findings))
         return {"id": rule_id, "defaultConfiguration": {"level": LEVELS.get(first.severity, "note")}}

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from rich.color import ColorSystem
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.style import Style
 
 from auditor.model import AuditResult
@@ -50,7 +50,7 @@ def _styled(line: str) -> str:
     for pattern, style in _LINES:
         if pattern.match(line):
             return _paint(line, style)
-    return _TOKENS.sub(lambda m: _paint(m.group(), _TOKEN_STYLE[m.lastindex - 1]), line)
+    return _TOKENS.sub(lambda m: _paint(m.group(), _TOKEN_STYLE[(m.lastindex or 1) - 1]), line)
 
 
 def render(result: AuditResult, only_excluding: bool = False) -> str:
@@ -71,7 +71,7 @@ def progress_bar(console: Console, delay: float = 0.5) -> Iterator[Callable[[str
         console=console,
         transient=True,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
     started: list[float] = []
 
     def update(stage: str, done: int, total: int) -> None:

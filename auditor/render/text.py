@@ -7,8 +7,8 @@ from collections import Counter
 from itertools import groupby
 
 from auditor import arch
-from auditor.model import AuditResult
-from auditor.render.json import extra, verdicts
+from auditor.model import SEVERITIES, AuditResult, Finding, Verdict
+from auditor.verdicts import verdicts
 
 INVISIBLE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
 """A character class body: C1 controls, bidi marks and overrides, line separators (C0 aside)."""
@@ -28,20 +28,18 @@ def printable(text: str, keep: str = "") -> str:
 
 def binaries_section(result: AuditResult) -> list[str]:
     """ "GPU code in binaries": per package, the best verdict per target and what was found."""
-    shipped = extra(result, "binaries")
-    if not shipped:
+    if not result.binaries:
         return []
     lines = ["GPU code in binaries (native: SASS runs, jit: PTX only, none: cannot load)"]
-    for (inp, package), group in groupby(shipped, key=lambda b: (b["input"], b["package"])):
-        group = list(group)
-        gpu = [b for b in group if b["verdicts"]]
+    for (inp, package), grouped in groupby(result.binaries, key=lambda b: (b.input, b.package)):
+        group = list(grouped)
+        gpu = [b for b in group if b.verdicts]
         where = f"  [{inp}]" if len(result.inputs) > 1 else ""
         if not gpu:
             lines.append(f"  {package}{where}: {len(group)} binaries, no GPU code")
             continue
-        rank = {"native": 2, "jit": 1, "none": 0}
-        best = {t.label: max((b["verdicts"][t.label] for b in gpu), key=rank.__getitem__) for t in result.targets}
-        codes = sorted({e["target"] for b in gpu for e in b["entries"]})
+        best = {t.label: max((dict(b.verdicts)[t.label] for b in gpu), key=lambda v: v.rank) for t in result.targets}
+        codes = sorted({e.target for b in gpu for e in b.entries})
         lines.append(
             f"  {package}{where}: "
             + "  ".join(f"{t}:{v}" for t, v in best.items())
@@ -57,15 +55,15 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
     """Text for people; ``only_excluding`` keeps gates that turn a target away."""
     targets = result.targets
     lines: list[str] = []
-    findings = {}
+    findings: dict[str, list[Finding]] = {}
     for f in result.findings:
         findings.setdefault(f.gate, []).append(f)
-    shown = [g for g in result.gates if not only_excluding or "excludes" in verdicts(g, targets).values()]
+    shown = [g for g in result.gates if not only_excluding or Verdict.EXCLUDES in verdicts(g, targets).values()]
     for (inp, path), group in groupby(shown, key=lambda g: (g.input, g.file)):
         lines.append(f"{path}" + (f"  [{inp}]" if len(result.inputs) > 1 else ""))
         for g in group:
             v = verdicts(g, targets)
-            verdict = "  ".join(f"{t}:{'ok' if x == 'admits' else 'EXCLUDED'}" for t, x in v.items())
+            verdict = "  ".join(f"{t}:{'ok' if x == Verdict.ADMITS else 'EXCLUDED'}" for t, x in v.items())
             lines.append(f"  {g.line:>5}  {g.kind:<18} {g.expression}")
             lines.append(f"         admits {arch.compact(g.domain, g.admits)}   {verdict}")
             if g.unknowns:
@@ -80,9 +78,9 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
     lines += binaries_section(result)
     for e in result.errors:
         lines.append(f"error: {e.file + ': ' if e.file else ''}{e.reason}")
-    excluding = sum(1 for g in result.gates if "excludes" in verdicts(g, targets).values())
+    excluding = sum(1 for g in result.gates if Verdict.EXCLUDES in verdicts(g, targets).values())
     severities = Counter(f.severity for f in result.findings)
-    by_severity = ", ".join(f"{severities[s]} {s}" for s in ("high", "medium", "low", "info") if severities[s])
+    by_severity = ", ".join(f"{severities[s]} {s}" for s in reversed(SEVERITIES) if severities[s])
     lines.append(
         f"{len(result.gates)} gates, {excluding} exclude {'/'.join(t.label for t in targets)}, "
         f"{len(result.findings)} findings{f' ({by_severity})' if by_severity else ''}, {len(result.errors)} errors"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from auditor import arch, cli, pipeline, sources
+from auditor.facts.binaries import package_verdicts
 from auditor.model import SourceFile
 from auditor.render import json as render_json
 from auditor.render import text as render_text
@@ -71,10 +72,9 @@ def test_unreadable_shared_objects_are_errors_and_the_rest_is_scanned(tmp_path):
     assert reasons["pkg/_fake.so"] == "not a readable shared object: not an ELF file"
     assert reasons["pkg/_cut.so"].startswith("not a readable shared object: ")
     assert [g.file for g in result.gates] == ["pkg/ops.py"]
-    listed = dict(result.extras)["binaries"] if result.extras else ()
     if cpu is not None:
-        (record,) = listed
-        assert record["path"] == "pkg/_cpu.so" and record["entries"] == () and record["verdicts"] == {}
+        (record,) = result.binaries
+        assert record.path == "pkg/_cpu.so" and record.entries == () and record.verdicts == ()
         # a CPU-only binary does not count for the package: no binary finding
         assert not [f for f in result.findings if f.rule in ("ARCH008", "ARCH009")]
         doc = render_json.document(result)
@@ -93,10 +93,10 @@ def test_rule_examples_stand_in_for_binaries():
         SourceFile("pkg/_k.so", b'["sm_120a"]', "binary-listing", "example"),
     ]
     options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
-    gates, findings, errors, records = pipeline.audit_input_binaries(files, "example", options)
-    assert not errors and len(gates) == 1
-    assert pipeline.package_verdicts(records) == {"pkg": {"12.0": "native", "12.1": "none"}}
-    (hit,) = [f for f in findings if f.rule == "ARCH008"]
+    found = pipeline.audit_input_binaries(files, "example", options)
+    assert not found.errors and len(found.gates) == 1
+    assert package_verdicts(found.binaries) == {"pkg": {"12.0": "native", "12.1": "none"}}
+    (hit,) = [f for f in found.findings if f.rule == "ARCH008"]
     assert "12.1" in hit.message and "12.0" not in hit.message.split("in, but")[0]
 
 

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 from auditor import cli
-from auditor.pipeline import run as pipeline_run
+from auditor.pipeline import workers
 from tests.conftest import FIXTURES
 
 # Derived macros across files, a macro cycle (its answer depends on the order the walk takes,
@@ -142,7 +142,7 @@ def test_same_input_twice_and_with_a_process_pool(tmp_path, capsys, monkeypatch)
     tree = str(corpus(tmp_path / "tree"))
     first = run(capsys, tree, "--no-cache", "--jobs", "1")
     assert run(capsys, tree, "--no-cache", "--jobs", "1") == first
-    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)  # 48 .cu files now go to the pool
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 1)  # 48 .cu files now go to the pool
     assert run(capsys, tree, "--no-cache", "--jobs", "2") == first
     assert run(capsys, tree, "--no-cache", "--jobs", "2") == first
 
@@ -158,7 +158,7 @@ def test_wheel_member_order_does_not_matter(tmp_path, capsys, monkeypatch):
     tree = corpus(tmp_path / "tree")
     whl = tmp_path / "pkg-1.0-py3-none-any.whl"
     first = run(capsys, str(wheel(whl, tree, order=0)), "--no-cache", "--jobs", "1")
-    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 1)
     for order in (3, 4):
         assert run(capsys, str(wheel(whl, tree, order=order)), "--no-cache", "--jobs", "2") == first
 

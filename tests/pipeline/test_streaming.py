@@ -13,9 +13,12 @@ import pytest
 
 from auditor import cli, pipeline
 from auditor.cuda import gates as cuda_gates
-from auditor.pipeline import run as pipeline_run
-from auditor.pipeline.cache import Cache
+from auditor.model import Binary, EmbeddedCode, GateKind, Language, Loadability, Severity
+from auditor.pipeline import cache as pipeline_cache
+from auditor.pipeline import workers
+from auditor.pipeline.cache import Cache, InputResult
 from auditor.python import extract as python_gates
+from auditor.render.formats import Format
 from auditor.sources import DirectoryProvider, LazyFile, ZipProvider, read_all, read_file
 
 GUARD = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
@@ -57,7 +60,7 @@ def test_wheel_members_are_read_in_the_workers(tmp_path, capsys, monkeypatch):
     files, _ = read_all(ZipProvider(str(whl)))
     assert all(isinstance(f, LazyFile) for f in files)
     _, one = run(capsys, str(whl), "--no-cache", "--jobs", "1")
-    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 1)
     _, pooled = run(capsys, str(whl), "--no-cache", "--jobs", "2")
     assert pooled == one
     assert len([g for g in one["gates"] if g["language"] == "cuda"]) == 8
@@ -157,9 +160,8 @@ def test_warm_scan_does_not_evaluate_or_render_again(tmp_path, monkeypatch, caps
     def fail(*a, **k):
         raise AssertionError("a result was decoded or a report rendered again for an unchanged input")
 
-    real = cli.renderers()
-    monkeypatch.setattr(cli, "renderers", lambda: {fmt: fail for fmt in real})
-    monkeypatch.setattr(pipeline_run, "decode_final", fail)
+    monkeypatch.setattr(Format, "renderer", fail)
+    monkeypatch.setattr(pipeline_cache, "decode_gates", fail)
     out = tmp_path / "out"
     args = ["scan", str(root), "--cache-dir", str(cache), "--jobs", "1", "--fail-on", "high"]
     outputs = [a for s in (".json", ".sarif", ".md", ".html", ".txt") for a in ("-o", str(out / f"r{s}"))]
@@ -251,7 +253,7 @@ def test_corrupt_or_foreign_cache_entries_are_ignored(tmp_path, capsys, damage):
 def test_suppression_comments_in_streamed_files(tmp_path, capsys, monkeypatch):
     root = tree(tmp_path / "t", 1)
     (root / "pkg" / "quiet.cu").write_text("// archaudit: ignore\n" + CU.format(i=7))
-    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 1)
     for jobs in ("1", "2"):
         _, doc = run(capsys, str(root), "--no-cache", "--jobs", jobs)
         assert [f for f in doc["findings"] if f["file"] == "pkg/quiet.cu"] == []
@@ -259,32 +261,43 @@ def test_suppression_comments_in_streamed_files(tmp_path, capsys, monkeypatch):
 
 
 def test_cache_encoding_round_trips_every_field():
-    from auditor.pipeline.cache import decode_final, decode_result, encode_final, encode_result
     from tests.conftest import FIXTURES
 
     result = pipeline.audit([str(FIXTURES)], pipeline.Options(jobs=1))
     gates, findings, errors = list(result.gates), list(result.findings), list(result.errors)
     assert any(g.features for g in gates) and any(g.resolutions for g in gates)
     assert {g.language for g in gates} == {"python", "cuda"}
-    records = (
-        {
-            "path": "p/k.so",
-            "package": "p",
-            "input": "x",
-            "entries": ({"kind": "sass", "target": "sm_90a", "compressed": False, "note": ""},),
-            "verdicts": {"12.0": "none"},
-        },
-    )
-    wire = json.loads(json.dumps(encode_final(gates, findings, errors, records)))
-    assert decode_final(wire) == (gates, findings, errors, records)
-    assert decode_result(json.loads(json.dumps(encode_result(gates, errors)))) == (gates, errors)
+    code = (EmbeddedCode("sass", "sm_90a", False), EmbeddedCode("ptx", "compute_90", True, "a note"))
+    binaries = (Binary("p/k.so", "p", "x", code, (("12.0", Loadability.NONE), ("9.0", Loadability.NATIVE))),)
+    final = InputResult(gates, findings, errors, binaries)
+    assert pipeline_cache.FINAL.decode(json.loads(json.dumps(pipeline_cache.FINAL.encode(final)))) == final
+    wire = json.loads(json.dumps(pipeline_cache.EXTRACTED.encode((gates, errors))))
+    assert pipeline_cache.EXTRACTED.decode(wire) == (gates, errors)
+
+
+def test_cache_entries_decode_into_the_vocabularies_or_not_at_all():
+    """A word the model does not know (a kind, a severity, a loadability) makes the entry a miss."""
+    from tests.conftest import FIXTURES
+
+    result = pipeline.audit([str(FIXTURES)], pipeline.Options(jobs=1))
+    final = InputResult(list(result.gates), list(result.findings), [], ())
+    wire = json.loads(json.dumps(pipeline_cache.FINAL.encode(final)))
+    decoded = pipeline_cache.FINAL.decode(wire)
+    assert all(type(g.kind) is GateKind and type(g.language) is Language for g in decoded.gates)
+    assert all(type(f.severity) is Severity for f in decoded.findings)
+    kind = wire["gates"]["fields"].index("kind")
+    wire["gates"]["rows"][0][kind] = "not-a-kind"
+    with pytest.raises(ValueError):
+        pipeline_cache.FINAL.decode(wire)
+    store = Cache(None)
+    assert store.recall("k", pipeline_cache.FINAL) is None
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_python_pass_reports_progress(tmp_path, monkeypatch, jobs):
     """In this process, or from its pool worker through a queue: files parsed, batches read."""
     root = tree(tmp_path / "t", 40)  # 40 modules: three batches of 16
-    monkeypatch.setattr(pipeline_run, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 1)
     seen: list[tuple[str, int, int]] = []
     options = pipeline.Options(jobs=jobs, progress=lambda *event: seen.append(event))
     result = pipeline.audit([str(root)], options)

@@ -31,8 +31,8 @@ CHROMIUM_ARGS = [
 def scan(*inputs: str | Path, formats=("html",), extra_args: tuple[str, ...] = ()) -> AuditResult:
     """``archaudit scan INPUTS`` up to the point where the CLI calls the renderers."""
     args = cli.build_parser().parse_args(["scan", *map(str, inputs), *extra_args])
-    result = pipeline.audit(args.inputs, cli._options(args))
-    return cli.report_inputs(result, args, set(formats))
+    result = pipeline.audit(args.inputs, cli._options(args, excerpts="html" in formats))
+    return cli.report_inputs(result, args)
 
 
 @contextmanager

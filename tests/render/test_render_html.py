@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from auditor.model import excerpt_windows
 from auditor.render import html
 from tests.conftest import wheel
 from tests.render.render_support import ARTIFACTS, REPORTS, chromium, scan
@@ -43,15 +44,15 @@ def test_data_is_escaped_json_and_nothing_loads_from_elsewhere(page_text):
 def test_excerpts_cover_the_condition_its_region_and_features():
     result = scan(REPORTS)
     gate = next(g for g in result.gates if g.file == "comm/allreduce.cuh" and g.line == 8)
-    shown = {n for a, b in html.windows(gate) for n in range(a, b + 1)}
+    shown = {n for a, b in excerpt_windows(gate) for n in range(a, b + 1)}
     assert {7, 8, 9, 10, 11} <= shown, "context, condition, region and its end"
-    lines = dict(dict(result.extras)["excerpts"])[(str(REPORTS), "comm/allreduce.cuh")]
+    lines = next(dict(e.lines) for e in result.excerpts if (e.input, e.file) == (str(REPORTS), "comm/allreduce.cuh"))
     assert lines[10].strip() == "cudaGridDependencySynchronize();"
 
 
 def test_without_excerpts_the_page_still_renders(page_text):
     result = scan(REPORTS, formats=("json",))
-    assert "excerpts" not in dict(result.extras)
+    assert not result.excerpts
     assert 'id="archaudit-data"' in html.render(result)
 
 

@@ -9,10 +9,11 @@ import pytest
 
 from auditor import cli
 from auditor.render import terminal
+from auditor.render.formats import Format
 from tests.render.render_support import REPORTS, scan
 
-RENDERERS = {**cli.renderers(), "terminal": terminal.render}
-ALL = tuple(cli.FORMAT_BY_SUFFIX.values())
+RENDERERS = {**{f.value: f.renderer() for f in Format}, "terminal": terminal.render}
+ALL = tuple(Format)
 
 
 @pytest.fixture(scope="module")
@@ -50,4 +51,4 @@ def test_every_format_the_cli_offers_has_a_renderer():
     formats = next(
         a for a in cli.build_parser()._subparsers._group_actions[0].choices["scan"]._actions if a.dest == "format"
     ).choices
-    assert set(formats) == set(cli.renderers())
+    assert set(formats) == set(Format)
