@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from auditor.model import Domain
+from auditor.model import Domain, Target
 
 HOST = "host"
 _TARGET_NAME = re.compile(r"^(?:sm_|compute_)?(\d+)([af]?)$")
@@ -83,18 +83,6 @@ def _suffix(target: str) -> str:
     """``sm_120a`` -> ``a``; a plain target has none."""
     m = _TARGET_NAME.match(target)
     return m.group(2) if m else ""
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A target the user asked about: a capability, or one exact nvcc variant of it."""
-
-    label: str
-    """What the user wrote, normalised: ``12.0`` or ``sm_120a``."""
-    capability: str
-    """The device capability it runs on, ``12.0``."""
-    variants: tuple[str, ...]
-    """nvcc targets that count for it: all of ``sm_120, sm_120a, sm_120f`` for ``12.0``."""
 
 
 def _load(name: str) -> dict:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from difflib import SequenceMatcher
 
-from auditor import arch, fingerprint
+from auditor import fingerprint
 from auditor import verdicts as meaning
 from auditor.model import (
     AuditResult,
@@ -37,6 +37,7 @@ from auditor.model import (
     GateChange,
     How,
     Status,
+    Target,
     Verdict,
     VerdictDelta,
 )
@@ -64,14 +65,14 @@ def match_path(path: str, prefix: str = "") -> str:
     return _WHEEL_DATA.sub("", path, count=1)
 
 
-def _verdicts(gate: Gate | None, targets: Sequence[arch.Target]) -> dict[str, Verdict]:
+def _verdicts(gate: Gate | None, targets: Sequence[Target]) -> dict[str, Verdict]:
     """``{label: admits|excludes}``; empty for no gate."""
     if gate is None:
         return {}
     return meaning.verdicts(gate, targets)
 
 
-def _deltas(old: Gate | None, new: Gate | None, targets: Sequence[arch.Target]) -> tuple[VerdictDelta, ...]:
+def _deltas(old: Gate | None, new: Gate | None, targets: Sequence[Target]) -> tuple[VerdictDelta, ...]:
     before, after = _verdicts(old, targets), _verdicts(new, targets)
     return tuple(VerdictDelta(t.label, before.get(t.label), after.get(t.label)) for t in targets)
 

@@ -108,6 +108,18 @@ class Severity(Word):
 
 
 @dataclass(frozen=True, slots=True)
+class Target:
+    """A target the user asked about: a capability, or one exact nvcc variant of it."""
+
+    label: str
+    """What the user wrote, normalised: ``12.0`` or ``sm_120a``."""
+    capability: str
+    """The device capability it runs on, ``12.0``."""
+    variants: tuple[str, ...]
+    """nvcc targets that count for it: all of ``sm_120, sm_120a, sm_120f`` for ``12.0``."""
+
+
+@dataclass(frozen=True, slots=True)
 class SourceFile:
     """One file to scan, already read into memory."""
 
@@ -326,8 +338,8 @@ class AuditResult:
     """Everything a report needs; renderers are pure functions of this."""
 
     tool_version: str
-    targets: tuple
-    """The requested targets, as ``arch.Target`` records (arch is a layer above this module)."""
+    targets: tuple[Target, ...]
+    """The requested targets, in the order asked."""
     inputs: tuple[InputInfo, ...]
     gates: tuple[Gate, ...]
     findings: tuple[Finding, ...] = ()
@@ -471,8 +483,8 @@ class DiffResult:
     """Everything a diff report needs; renderers are pure functions of this."""
 
     tool_version: str
-    targets: tuple
-    """The requested targets, as ``arch.Target`` records (arch is a layer above this module)."""
+    targets: tuple[Target, ...]
+    """The requested targets, in the order asked."""
     old_inputs: tuple[InputInfo, ...]
     new_inputs: tuple[InputInfo, ...]
     changes: tuple[GateChange, ...]

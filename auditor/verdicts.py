@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from functools import cache, lru_cache
 
 from auditor import arch
-from auditor.arch import HOST, Capability, Target
-from auditor.model import Classification, Domain, Gate, Guards, Verdict
+from auditor.arch import HOST, Capability
+from auditor.model import Classification, Domain, Gate, Guards, Target, Verdict
 
 
 def availability(status: str) -> str:

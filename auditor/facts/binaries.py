@@ -37,8 +37,7 @@ from types import ModuleType
 from elftools.elf.elffile import ELFFile
 
 from auditor import arch
-from auditor.arch import Target
-from auditor.model import Binary, EmbeddedCode, FileError, Loadability, SourceFile
+from auditor.model import Binary, EmbeddedCode, FileError, Loadability, SourceFile, Target
 
 
 def _optional(name: str) -> ModuleType | None:

@@ -20,8 +20,7 @@ from typing import Any
 import re2
 
 from auditor import arch
-from auditor.arch import Target
-from auditor.model import Feature, Gate, SourceFile
+from auditor.model import Feature, Gate, SourceFile, Target
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from auditor import __version__, arch
-from auditor.arch import Target
 from auditor.cuda import gates as cuda
 from auditor.cuda.macros import Evaluator, MacroTable
 from auditor.facts.binaries import binary_records, package_verdicts, read_binaries
@@ -34,6 +33,7 @@ from auditor.model import (
     InputInfo,
     RuleInfo,
     Severity,
+    Target,
     excerpt_windows,
 )
 from auditor.pipeline.cache import EXTRACTED, FINAL, Cache, InputResult, input_digest, json_digest, tool_digest

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor import arch, verdicts
-from auditor.arch import HOST, Target
-from auditor.model import Domain, Finding, Gate
+from auditor.arch import HOST
+from auditor.model import Domain, Finding, Gate, Target
 from auditor.verdicts import classify
 
 _PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.arch import Target
-from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile
+from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile, Target
 from auditor.rules.rulebook import Rule
 from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
 

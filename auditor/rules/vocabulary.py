@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from auditor import arch
-from auditor.arch import HOST, Capability, Target
+from auditor.arch import HOST, Capability
 from auditor.facts import names
-from auditor.model import Classification, Domain, Feature, Gate, Language, ResolvedBy
+from auditor.model import Classification, Domain, Feature, Gate, Language, ResolvedBy, Target
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
