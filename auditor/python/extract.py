@@ -1,10 +1,10 @@
-"""Python architecture gates: the entry point of :mod:`auditor.pygates`.
+"""Python architecture gates: the entry point of :mod:`auditor.python`.
 
 Reading order of the work: a byte search picks the files that mention an arch token; those
 are parsed (once each) into a program with symbol tables; the names they define that other
 files may call (predicates, flags, instance attributes) widen the byte search until no new
 file turns up; then every relevant scope is walked once, for all device capabilities at
-once (:mod:`auditor.pygates.scan`), and the gates are read off.
+once (:mod:`auditor.python.scan`), and the gates are read off.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 from auditor import arch, fingerprint, model
 from auditor.facts import names
+from auditor.model import Language
 from auditor.python.gates import Found, scan_module
-from auditor.python.interp import Interp, capability
+from auditor.python.interp import Interp
 from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.symbols import Module, Program, word_pattern, word_starts
-from auditor.python.values import Cap, Func, Props, SelfRef, is_boolish
+from auditor.python.syntax import child
+from auditor.python.values import Cap, Func, Props, SelfRef, capability, is_boolish
 
 _MAX_ROUNDS = 6
 _BATCH = 16
@@ -85,12 +87,13 @@ def _counted(parts: Iterable, total: int, progress: Progress) -> list:
     return out
 
 
-_LOADED = None
+_LOADED: tuple[Program, Relevance, dict[str, str]] | None = None
 """(program, relevance, input names) while :func:`extract` reads modules (forked workers inherit it)."""
 
 
 def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.FileError]]:
     """One batch of modules, in path order, with one evaluator (its caches shared by the batch)."""
+    assert _LOADED is not None
     prog, relevant, inputs = _LOADED
     lists = list_tokens()
     gates: list[model.Gate] = []
@@ -180,7 +183,7 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict
             fresh_sites = [rhs for rhs, _, _ in sites if rhs.id not in settled or settled[rhs.id] & news]
             if not any(it.relevant(mod, rhs) for rhs in fresh_sites):
                 continue
-            it.cap = capability(arch.capabilities()[-2])
+            it.on(capability(arch.capabilities()[-2]))
             v = it.instance_attr(mod, SelfRef(mod.name, qual), attr)
             if _predicate_value(v) or (v.taint is not None and all(type(x) is int for x in v.elems)):  # an SM number
                 out.add(attr)
@@ -204,8 +207,8 @@ def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
     """Whether the name a unit binds is a truth value or a capability that depends on the arch
     (evaluated on one capability: the dependence, not the verdict, matters here). Other
     arch-dependent values (a backend name chosen by arch) are gates where they are decided."""
-    it.cap = capability(arch.capabilities()[-2])
-    inner = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
+    it.on(capability(arch.capabilities()[-2]))
+    inner = child(node, "definition") if node.type == "decorated_definition" else node
     if inner.type == "function_definition":
         if names.promised(name) is None and mod.data.find(b"return", inner.start_byte, inner.end_byte) < 0:
             return False  # it returns None: its value cannot be a truth value or a capability
@@ -242,7 +245,7 @@ class Relevance:
         """New predicate names: add their positions to the files seen so far."""
         pattern = word_pattern(fresh)
         for path, (data, hits) in self.hits.items():
-            more = word_starts(pattern, data)
+            more = word_starts(pattern, data) if pattern is not None else []
             if more:
                 self.hits[path] = (data, sorted(hits + more))
         self.words = word_pattern(known)
@@ -308,7 +311,7 @@ def _exported(node, name: str, scope: str) -> bool:
     reached through them."""
     if name.startswith("__"):
         return False
-    kind = node.child_by_field_name("definition").type if node.type == "decorated_definition" else node.type
+    kind = child(node, "definition").type if node.type == "decorated_definition" else node.type
     if scope:
         return kind == "function_definition" and names.promised(name) is not None
     return kind in ("function_definition", "expression_statement")
@@ -329,7 +332,7 @@ def _finish(mod: Module, found: list[Found], input_name: str) -> list[model.Gate
                 file=mod.path,
                 line=g.line,
                 end_line=g.end_line,
-                language="python",
+                language=Language.PYTHON,
                 kind=g.kind,
                 expression=g.expression,
                 domain=g.domain,

@@ -17,12 +17,14 @@ from tree_sitter import Node
 
 from auditor import arch
 from auditor.facts import names as names_mod
-from auditor.model import Resolution
-from auditor.python.interp import Interp, capability, line_of, one_line
+from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
+from auditor.python.interp import Interp
 from auditor.python.scan import Rec, Scanner
 from auditor.python.symbols import Module
+from auditor.python.syntax import callee_name, child, context_of, line_of, one_line
+from auditor.python.values import Taint, capability
 
-KIND_ORDER = ("predicate-call", "platform-api", "capability-compare")
+KIND_ORDER = (GateKind.PREDICATE_CALL, GateKind.PLATFORM_API, GateKind.CAPABILITY_COMPARE)
 _BOOLEAN = ("boolean_operator", "not_operator", "parenthesized_expression")
 _BOUNDARY = {
     "expression_statement",
@@ -57,16 +59,16 @@ class Found:
     line: int
     col: int
     end_line: int
-    kind: str
+    kind: GateKind
     expression: str
-    domain: str
+    domain: Domain
     admits: tuple[str, ...]
     context: str
     unknowns: tuple[str, ...] = ()
-    resolved_by: str = "literal"
+    resolved_by: ResolvedBy = ResolvedBy.LITERAL
     resolutions: tuple[Resolution, ...] = ()
     chain: tuple[str, ...] = ()
-    guards: str = ""
+    guards: Guards = Guards.TAKE
     surely: tuple[str, ...] = ()
     name_implies: tuple[str, ...] = ()
     body_lines: tuple[int, int] = (0, 0)
@@ -77,19 +79,15 @@ def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
     top, classes, functions = _scopes(mod, relevant)
     if not (top or classes or functions):
         return []
-    it.conditions, it.globals_read = set(), {}
     scan = Scanner(it, tuple(capability(label) for label in arch.capabilities()))
-    it.recording = True
-    try:
+    with it.scanning():
         if top:
             scan.body(mod, [u for u, scope, _ in mod.units if scope == ""])
         for qual in classes:
             info = mod.classes[qual]
-            scan.body(mod, info.node.child_by_field_name("body").named_children, qual)
+            scan.body(mod, child(info.node, "body").named_children, qual)
         for fn, cls in functions:
             scan.function(mod, fn, scan.caps, None, cls)
-    finally:
-        it.recording = False
     return Assembler(it, mod, scan.records()).gates()
 
 
@@ -100,7 +98,7 @@ def _scopes(mod: Module, relevant):
     classes: list[str] = []
     functions: list[tuple[Node, str | None]] = []
     for node, scope, _ in mod.units:
-        inner = node.child_by_field_name("definition") if node.type == "decorated_definition" else node
+        inner = child(node, "definition") if node.type == "decorated_definition" else node
         if inner is None or inner.type == "class_definition":
             continue
         if node.has_error or not relevant(mod, node):
@@ -115,6 +113,8 @@ def _scopes(mod: Module, relevant):
 
 
 class Assembler:
+    """Reads the gates of one module off a scan's records."""
+
     def __init__(self, it: Interp, mod: Module, recs: dict[int, Rec]) -> None:
         self.it = it
         self.mod = mod
@@ -154,36 +154,48 @@ class Assembler:
         sites = self._sites(node)
         if not sites:
             return None
-        kinds = r.taint.kinds
-        if position == "def" and kinds <= {"predicate-call"}:
+        t = r.taint
+        assert t is not None  # a root is tainted
+        if position == "def" and t.kinds <= {GateKind.PREDICATE_CALL}:
             return None
         start, end, first = self._span(node, sites)
         expression = one_line(self.mod.data[start.start_byte : end.end_byte].decode("utf-8", "replace"), 400)
-        kind = _kind(self.recs[sites[0].id].taint.kinds)
+        kind = _kind(self._taint(sites[0]).kinds)
         admits, surely, chain = self._effective(node)
         guards = self._guards(node)
-        t = r.taint
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
-        resolved_by = "name" if "name" in via else "definition" if ("definition" in via or resolutions) else "literal"
+        resolved_by = (
+            ResolvedBy.NAME
+            if ResolvedBy.NAME in via
+            else ResolvedBy.DEFINITION
+            if (ResolvedBy.DEFINITION in via or resolutions)
+            else ResolvedBy.LITERAL
+        )
         return Found(
             line=line_of(start),
             col=start.start_point[1],
             end_line=end.end_point[0] + 1,
             kind=kind,
             expression=expression,
-            domain="device",
+            domain=Domain.DEVICE,
             admits=admits,
-            context=context_of(self.mod, node),
+            context=context_of(node),
             unknowns=_unknowns(t.unknowns, expression),
             resolved_by=resolved_by,
             resolutions=tuple(sorted(resolutions, key=lambda x: (x.file, x.line, x.name))),
             chain=chain,
             guards=guards,
-            surely=surely if guards == "reject" else (),
+            surely=surely if guards == Guards.REJECT else (),
             name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
         )
+
+    def _taint(self, node: Node) -> Taint:
+        """The taint of a node the scan found arch-dependent."""
+        t = self.recs[node.id].taint
+        assert t is not None
+        return t
 
     def _sites(self, root: Node) -> list[Node]:
         """The arch tests inside ``root``: tainted nodes with no tainted node inside them."""
@@ -253,22 +265,22 @@ class Assembler:
             if not (start <= node.start_byte and node.end_byte <= end):
                 continue
             for b in mod.bindings.get(name, ()):
-                if b.kind == "value":
+                if b.kind == "value" and b.node is not None:
                     out.add(Resolution(name, mod.path, line_of(b.node), one_line(mod.text(b.node))))
         return out
 
-    def _guards(self, node: Node) -> str:
+    def _guards(self, node: Node) -> Guards:
         body = _controlled_block(node)
         if body is not None and (any(_rejects(s) for s in body.named_children) or _bails_out(node)):
-            return "reject"
+            return Guards.REJECT
         p = node.parent
         while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):
             if p.type == "argument_list" and p.parent is not None and p.parent.type == "call":
-                f = p.parent.child_by_field_name("function")
-                if names_mod.rejects(_last(f)):
-                    return "reject"
+                f = child(p.parent, "function")
+                if names_mod.rejects(callee_name(f)):
+                    return Guards.REJECT
             p = p.parent
-        return ""
+        return Guards.TAKE
 
     def _name_implies(self, named) -> tuple[str, ...]:
         out: set[str] = set()
@@ -276,43 +288,9 @@ class Assembler:
             promise = names_mod.promised(name)
             if promise is None or key is None:
                 continue
-            if self.predicate_admits(key) != promise:
+            if self.it.admits(key, self.caps) != promise:
                 out |= promise
         return arch.sort_archs("device", out)
-
-    def predicate_admits(self, key) -> frozenset[str]:
-        """Where a resolved predicate (by its definition) can be true, over all capabilities."""
-        cache = self.it.cache
-        hit = cache.get(("admits", key))
-        if hit is not None:
-            return hit
-        it = self.it
-        saved = it.cap
-        out = set()
-        try:
-            with it.quiet():
-                for label in self.caps:
-                    it.cap = capability(label)
-                    if key[0] == "g":
-                        mod = it.prog.modules[key[1]]
-                        v = it.global_value(mod, key[2])
-                        from auditor.python.values import Func, join
-
-                        v = join(*[it.call_func(x, [], {}) if isinstance(x, Func) else _single(x) for x in v.elems])
-                    else:
-                        from auditor.python.values import Func
-
-                        _, module, start, bound, args, kwargs = key
-                        v = it.call_func(Func(module, start, "", args, kwargs, bound), [], {})
-                    from auditor.python.values import truth
-
-                    if True in truth(v):
-                        out.add(label)
-        finally:
-            it.cap = saved
-        result = frozenset(out)
-        cache[("admits", key)] = result
-        return result
 
     # -------------------------------------------------------------- else branches
     def _else_gates(self) -> list[Found]:
@@ -329,10 +307,8 @@ class Assembler:
             other = next((a for a in ifs.children_by_field_name("alternative") if a.type == "else_clause"), None)
             if other is None:
                 continue
-            conds = [ifs.child_by_field_name("condition")] + [
-                a.child_by_field_name("condition")
-                for a in ifs.children_by_field_name("alternative")
-                if a.type == "elif_clause"
+            conds = [child(ifs, "condition")] + [
+                child(a, "condition") for a in ifs.children_by_field_name("alternative") if a.type == "elif_clause"
             ]
             tainted = [
                 c for c in conds if c is not None and (self.recs.get(c.id) and self.recs[c.id].taint is not None)
@@ -356,7 +332,8 @@ class Assembler:
                 else:
                     text = one_line(self.mod.text(c), 200)
                 parts.append(f"not ({text})")
-            body = other.child_by_field_name("body")
+            assert t is not None  # some condition is tainted
+            body = child(other, "body")
             kw = other.child(0)
             out.append(
                 Found(
@@ -365,14 +342,20 @@ class Assembler:
                     end_line=line_of(kw),
                     kind=_kind(kinds),
                     expression=" and ".join(parts),
-                    domain="device",
+                    domain=Domain.DEVICE,
                     admits=admits,
-                    context=context_of(self.mod, ifs),
+                    context=context_of(ifs),
                     unknowns=_unknowns(t.unknowns, ""),
-                    resolved_by="name" if "name" in t.via else "definition" if "definition" in t.via else "literal",
+                    resolved_by=ResolvedBy.NAME
+                    if ResolvedBy.NAME in t.via
+                    else ResolvedBy.DEFINITION
+                    if ResolvedBy.DEFINITION in t.via
+                    else ResolvedBy.LITERAL,
                     resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
                     chain=tuple(parts),
-                    guards="reject" if body is not None and any(_rejects(s) for s in body.named_children) else "",
+                    guards=Guards.REJECT
+                    if body is not None and any(_rejects(s) for s in body.named_children)
+                    else Guards.TAKE,
                     name_implies=self._name_implies(t.names),
                     body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
                 )
@@ -380,18 +363,12 @@ class Assembler:
         return out
 
 
-def _single(x):
-    from auditor.python.values import val
-
-    return val(x)
-
-
 def _is_test(node: Node) -> bool:
     p = node.parent
     if p is None:
         return False
     if p.type in _TEST_PARENTS:
-        return p.child_by_field_name("condition") is not None and p.child_by_field_name("condition").id == node.id
+        return child(p, "condition") is not None and child(p, "condition").id == node.id
     if p.type == "assert_statement":
         kids = [c for c in p.named_children if c.type != "comment"]
         return bool(kids) and kids[0].id == node.id
@@ -410,15 +387,12 @@ def _position(node: Node) -> str:
     p = n.parent
     if p is None:
         return "use"
-    if (
-        p.type == "assignment"
-        and p.child_by_field_name("right") is not None
-        and p.child_by_field_name("right").id == n.id
-    ):
-        left = p.child_by_field_name("left")
+    right = p.child_by_field_name("right") if p.type == "assignment" else None
+    if right is not None and right.id == n.id:
+        left = child(p, "left")
         while p.parent is not None and p.parent.type == "assignment":
             p = p.parent
-            left = p.child_by_field_name("left")
+            left = child(p, "left")
         return "def" if left is not None and left.type in ("identifier", "pattern_list", "tuple_pattern") else "use"
     if p.type in ("lambda", "default_parameter", "typed_default_parameter"):
         return "def"
@@ -454,23 +428,23 @@ def _common(nodes: list[Node], root: Node) -> Node:
 
 def _chain(node: Node) -> list[Node]:
     """Operands of a left-nested ``a and b and c`` (same operator), in order."""
-    op = node.child_by_field_name("operator").type
+    op = child(node, "operator").type
     out = []
     n = node
     stack = []
-    while n.type == "boolean_operator" and n.child_by_field_name("operator").type == op:
-        stack.append(n.child_by_field_name("right"))
-        n = n.child_by_field_name("left")
+    while n.type == "boolean_operator" and child(n, "operator").type == op:
+        stack.append(child(n, "right"))
+        n = child(n, "left")
     out.append(n)
     out.extend(reversed(stack))
     return out
 
 
-def _kind(kinds) -> str:
+def _kind(kinds) -> GateKind:
     for k in KIND_ORDER:
         if k in kinds:
             return k
-    return "capability-compare"
+    return GateKind.CAPABILITY_COMPARE
 
 
 def _unknowns(notes: tuple, expression: str) -> tuple[str, ...]:
@@ -483,14 +457,14 @@ def _earlier_conditions(node: Node) -> list[Node]:
     p = node.parent
     if p is None:
         return []
-    if p.type == "elif_clause":
+    if p.type == "elif_clause" and p.parent is not None:
         ifs = p.parent
-        out = [ifs.child_by_field_name("condition")]
+        out = [child(ifs, "condition")]
         for a in ifs.children_by_field_name("alternative"):
             if a.id == p.id:
                 break
             if a.type == "elif_clause":
-                out.append(a.child_by_field_name("condition"))
+                out.append(child(a, "condition"))
         return out
     return []
 
@@ -499,9 +473,9 @@ def _if_of(node: Node) -> Node | None:
     p = node.parent
     if p is None:
         return None
-    if p.type == "if_statement" and p.child_by_field_name("condition").id == node.id:
+    if p.type == "if_statement" and child(p, "condition").id == node.id:
         return p
-    if p.type == "elif_clause" and p.child_by_field_name("condition").id == node.id:
+    if p.type == "elif_clause" and child(p, "condition").id == node.id:
         return p.parent
     return None
 
@@ -509,7 +483,7 @@ def _if_of(node: Node) -> Node | None:
 def _controlled_block(node: Node) -> Node | None:
     p = node.parent
     if p is not None and p.type in ("if_statement", "elif_clause"):
-        return p.child_by_field_name("consequence")
+        return child(p, "consequence")
     return None
 
 
@@ -521,7 +495,7 @@ def _bails_out(cond: Node) -> bool:
     stmt = cond.parent
     if stmt is None or stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
         return False
-    body = _code(stmt.child_by_field_name("consequence").named_children)
+    body = _code(child(stmt, "consequence").named_children)
     if len(body) != 1 or _returned(body[0]) not in ([], ["none"], ["false"]):
         return False
     after = stmt.next_named_sibling
@@ -544,19 +518,9 @@ def _rejects(stmt: Node) -> bool:
         return True
     if stmt.type == "expression_statement" and stmt.named_children:
         c = stmt.named_children[0]
-        if c.type == "call" and names_mod.rejects(_last(c.child_by_field_name("function"))):
+        if c.type == "call" and names_mod.rejects(callee_name(child(c, "function"))):
             return True
     return False
-
-
-def _last(f: Node | None) -> str:
-    if f is None:
-        return ""
-    if f.type == "identifier":
-        return f.text.decode()
-    if f.type == "attribute":
-        return f.child_by_field_name("attribute").text.decode()
-    return ""
 
 
 def _body_lines(node: Node) -> tuple[int, int]:
@@ -564,7 +528,7 @@ def _body_lines(node: Node) -> tuple[int, int]:
     block = _controlled_block(node)
     p = node.parent
     if block is None and p is not None and p.type == "while_statement":
-        block = p.child_by_field_name("body")
+        block = child(p, "body")
     if block is None and p is not None and p.type == "conditional_expression":
         block = p.named_children[0]
     if block is None:
@@ -573,14 +537,3 @@ def _body_lines(node: Node) -> tuple[int, int]:
             n = n.parent
         block = n
     return line_of(block), block.end_point[0] + 1
-
-
-def context_of(mod: Module, node: Node) -> str:
-    """``Class.method`` (or ``function.inner``) around ``node``; "" at module level."""
-    parts = []
-    p = node.parent
-    while p is not None:
-        if p.type in ("function_definition", "class_definition"):
-            parts.append(p.child_by_field_name("name").text.decode())
-        p = p.parent
-    return ".".join(reversed(parts))

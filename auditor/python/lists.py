@@ -16,10 +16,12 @@ from tree_sitter import Node
 
 from auditor import arch
 from auditor.facts import names as names_mod
-from auditor.model import Resolution
-from auditor.python.gates import Found, context_of
-from auditor.python.interp import Frame, Interp, line_of, one_line
+from auditor.model import Domain, GateKind, Resolution, ResolvedBy
+from auditor.python.core import Frame
+from auditor.python.gates import Found
+from auditor.python.interp import Interp
 from auditor.python.symbols import Module
+from auditor.python.syntax import callee_name, child, context_of, line_of, one_line, text_of
 from auditor.python.values import UNKNOWN
 
 _GENCODE = re.compile(r"(?:-gencode|--generate-code)[= ]arch=compute_(\d+[af]?),code=\[?([A-Za-z0-9_,]+)\]?")
@@ -30,7 +32,7 @@ _NUMBER = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
 
 def list_tokens() -> re.Pattern:
     entries = names_mod.table().lists
-    words = [e.get("keyword") or e.get("call") or e.get("assign") for e in entries]
+    words = [_word(e) for e in entries]
     return re.compile(("|".join(map(re.escape, words)) + r"|compute_\d|sm_\d\d|TORCH_CUDA_ARCH_LIST").encode())
 
 
@@ -38,7 +40,7 @@ def scan_lists(it: Interp, mod: Module) -> list[Found]:
     """Find list/flag gates at the token positions of ``mod`` (no walk of the whole tree)."""
     out: list[Found] = []
     done: set[int] = set()
-    by_word = {e.get("keyword") or e.get("call") or e.get("assign"): e for e in names_mod.table().lists}
+    by_word = {_word(e): e for e in names_mod.table().lists}
     for m in list_tokens().finditer(mod.data):
         word = m.group(0).decode()
         node = mod.root.descendant_for_byte_range(m.start(), m.end())
@@ -52,45 +54,53 @@ def scan_lists(it: Interp, mod: Module) -> list[Found]:
     return out
 
 
+def _word(entry: dict) -> str:
+    """The word a list entry of the name table is found by."""
+    return entry.get("keyword") or entry.get("call") or entry["assign"]
+
+
 def _listed(it: Interp, mod: Module, node: Node, entry: dict):
     if "keyword" in entry:
         kw = _up(node, "keyword_argument")
         call = _up(kw, "call") if kw is not None else None
-        if call is None:
+        if kw is None or call is None:
             return None
-        value, where = kw.child_by_field_name("value"), call
+        value, where = child(kw, "value"), call
     elif "call" in entry:
         call = _up(node, "call")
-        if call is None or _callee(call) != entry["call"]:
+        if call is None or callee_name(child(call, "function")) != entry["call"]:
             return None
-        args = [c for c in call.child_by_field_name("arguments").named_children if c.type != "comment"]
+        args = [c for c in child(call, "arguments").named_children if c.type != "comment"]
         if not args:
             return None
         value, where = args[0], call
     else:
         assign = _up(node, "assignment")
-        if assign is None or not assign.child_by_field_name("left").text.decode().endswith(entry["assign"]):
+        if assign is None or not text_of(child(assign, "left")).endswith(entry["assign"]):
             return None
-        value, where = assign.child_by_field_name("right"), assign
+        right = assign.child_by_field_name("right")
+        if right is None:  # an annotation without a value
+            return None
+        value, where = right, assign
     unit = entry["unit"]
     members = _enum_members(value) if unit == "target" else None
     items, resolution = (members, None) if members else _constant(it, mod, value)
     if items is None:
         return None
     if unit == "target":
-        domain = "target"
+        domain = Domain.TARGET
         admits = arch.sort_archs("target", (s for s in items if isinstance(s, str) and s in arch.target_order()))
     else:
-        domain = "device"
+        domain = Domain.DEVICE
         admits = tuple(c for c in arch.capabilities() if _listed_cap(c, items, unit))
     decorator = where.parent if where.parent is not None and where.parent.type == "decorator" else None
     body = where
     context_node = where
     if decorator is not None:
-        definition = decorator.parent.child_by_field_name("definition") if decorator.parent is not None else None
+        definition = child(decorator.parent, "definition") if decorator.parent is not None else None
         if definition is not None:
             body = definition
-            context_node = definition.child_by_field_name("body") or definition
+            context_node = child(definition, "body") or definition
     elif unit == "target":
         cls = _up(where, "class_definition")
         body = cls or where
@@ -98,12 +108,12 @@ def _listed(it: Interp, mod: Module, node: Node, entry: dict):
         line=line_of(where),
         col=where.start_point[1],
         end_line=where.end_point[0] + 1,
-        kind="major-list",
+        kind=GateKind.MAJOR_LIST,
         expression=one_line(mod.text(where), 400),
         domain=domain,
         admits=admits,
-        context=context_of(mod, context_node),
-        resolved_by="definition" if resolution else "literal",
+        context=context_of(context_node),
+        resolved_by=ResolvedBy.DEFINITION if resolution else ResolvedBy.LITERAL,
         resolutions=(resolution,) if resolution else (),
         body_lines=(line_of(body), body.end_point[0] + 1),
     )
@@ -118,10 +128,10 @@ def _enum_members(node: Node) -> tuple[str, ...] | None:
     for c in node.named_children:
         if c.type == "comment":
             continue
-        attr = c.child_by_field_name("attribute") if c.type == "attribute" else None
-        if attr is None or not _NUMBER.match(attr.text.decode()):
+        attr = child(c, "attribute") if c.type == "attribute" else None
+        if attr is None or not _NUMBER.match(text_of(attr)):
             return None
-        names.append(attr.text.decode())
+        names.append(text_of(attr))
     return tuple(names) or None
 
 
@@ -134,11 +144,13 @@ def _constant(it: Interp, mod: Module, node: Node):
     """The elements of a literal list/tuple/set, or of a module constant naming one."""
     resolution = None
     if node.type == "identifier":
-        name = node.text.decode()
+        name = text_of(node)
         bs = mod.bindings.get(name)
         if not bs or not all(b.kind == "value" for b in bs):
             return None, None
-        resolution = Resolution(name, mod.path, line_of(bs[-1].node), one_line(mod.text(bs[-1].node)))
+        site = bs[-1].node
+        assert site is not None  # a value binding has its expression
+        resolution = Resolution(name, mod.path, line_of(site), one_line(mod.text(site)))
     elif node.type not in ("list", "tuple", "set"):
         return None, None
     with it.quiet():
@@ -185,11 +197,11 @@ def _flag_gate(mod: Module, s: Node, admits) -> Found:
         line=line_of(s),
         col=s.start_point[1],
         end_line=s.end_point[0] + 1,
-        kind="gencode-flags",
+        kind=GateKind.GENCODE_FLAGS,
         expression=one_line(mod.text(s), 400),
-        domain="target",
+        domain=Domain.TARGET,
         admits=arch.sort_archs("target", admits),
-        context=context_of(mod, s),
+        context=context_of(s),
         body_lines=(line_of(stmt), stmt.end_point[0] + 1),
     )
 
@@ -244,7 +256,7 @@ def _strings(node: Node):
 def _string_text(s: Node) -> str | None:
     if any(c.type == "interpolation" for c in s.children):
         return None
-    return "".join(c.text.decode("utf-8", "replace") for c in s.children if c.type == "string_content")
+    return "".join((c.text or b"").decode("utf-8", "replace") for c in s.children if c.type == "string_content")
 
 
 def _up(node: Node | None, kind: str) -> Node | None:
@@ -254,10 +266,3 @@ def _up(node: Node | None, kind: str) -> Node | None:
             return None
         n = n.parent
     return n
-
-
-def _callee(call: Node) -> str:
-    f = call.child_by_field_name("function")
-    if f.type == "attribute":
-        return f.child_by_field_name("attribute").text.decode()
-    return f.text.decode() if f.type == "identifier" else ""

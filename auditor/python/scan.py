@@ -16,12 +16,15 @@ statement evaluates the same in live and dead code. Path taint plays no part in 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from auditor.python.interp import Frame, Interp, State, case_bodies, handler_body, if_clauses
+from auditor.python.core import Frame, State
+from auditor.python.interp import Interp
 from auditor.python.symbols import Module
+from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, try_parts
 from auditor.python.values import (
     ANY,
     Cap,
@@ -60,6 +63,8 @@ class Rec:
 
 
 class Scanner:
+    """One scan: the walk over a module's relevant scopes for all capabilities, and its log."""
+
     def __init__(self, it: Interp, caps: tuple[Cap, ...]) -> None:
         self.it = it
         self.caps = caps
@@ -75,7 +80,7 @@ class Scanner:
         states = self.start(self.caps)
         fr = Frame(mod, None, cls)
         for s in stmts:
-            inner = s.child_by_field_name("definition") if s.type == "decorated_definition" else s
+            inner = child(s, "definition") if s.type == "decorated_definition" else s
             if inner is not None and inner.type in ("function_definition", "class_definition"):
                 if s.type == "decorated_definition":
                     states = self.run(states, s, lambda st: self._decorators(s, st, fr))  # noqa: B023 (called at once)
@@ -84,13 +89,13 @@ class Scanner:
             states = self.each(states, lambda st: self.state(st.env, True))
 
     def function(
-        self, mod: Module, node: Node, caps: tuple[Cap, ...], parent: Frame | None, cls: str | None = None
+        self, mod: Module, node: Node, caps: Sequence[Cap], parent: Frame | None, cls: str | None = None
     ) -> None:
         """A function body with unknown arguments (``self`` known)."""
         if cls is None:
-            cls = self.it._class_of(mod, node)
+            cls = self.it.class_of(mod, node)
         states = self.run(self.start(caps), node, lambda st: self._parameters(mod, node, cls, st))
-        self.walk(node.child_by_field_name("body").named_children, states, Frame(mod, None, cls, parent))
+        self.walk(child(node, "body").named_children, states, Frame(mod, None, cls, parent))
 
     def _parameters(self, mod: Module, node: Node, cls: str | None, st: State) -> State:
         it = self.it
@@ -102,7 +107,7 @@ class Scanner:
         params = node.child_by_field_name("parameters")
         for p in params.named_children if params is not None else ():
             if p.type in ("default_parameter", "typed_default_parameter"):
-                it.eval(p.child_by_field_name("value"), Frame(mod, None))
+                it.eval(child(p, "value"), Frame(mod, None))
         return st
 
     # ------------------------------------------------------------------ statements
@@ -118,22 +123,22 @@ class Scanner:
             return self.s_if(s, states, fr)
         if t in ("for_statement", "while_statement"):
             entry = self.run(states, s, lambda st: it.loop_entry(s, st, fr))
-            after = self.walk(s.child_by_field_name("body").named_children, entry, fr)
+            after = self.walk(child(s, "body").named_children, entry, fr)
             out = self.combine([entry, after], it.loop_exit)
             alt = s.child_by_field_name("alternative")
-            return self.walk(alt.child_by_field_name("body").named_children, out, fr) if alt is not None else out
+            return self.walk(child(alt, "body").named_children, out, fr) if alt is not None else out
         if t == "try_statement":
             return self.s_try(s, states, fr)
         if t == "with_statement":
             states = self.run(states, s, lambda st: it.with_items(s, st, fr))
-            return self.walk(s.child_by_field_name("body").named_children, states, fr)
+            return self.walk(child(s, "body").named_children, states, fr)
         if t == "decorated_definition":
             states = self.run(states, s, lambda st: self._decorators(s, st, fr))  # noqa: B023 (called at once)
-            return self.stmt(s.child_by_field_name("definition"), states, fr)
+            return self.stmt(child(s, "definition"), states, fr)
         if t == "match_statement":
             states = self.run(states, s, lambda st: self._subject(s, st, fr))
             outs = [self.walk(body.named_children, states, fr) for body in case_bodies(s)]
-            return self.combine([states, *outs], lambda *sts: it._merge(list(sts)))
+            return self.combine([states, *outs], lambda *sts: it.join_states(list(sts)))
         states = self.run(states, s, lambda st: it.simple(s, st, fr, []))
         if t == "function_definition" and it.relevant(fr.mod, s):
             for env, caps in self.partition(states, s):
@@ -146,7 +151,6 @@ class Scanner:
         outs = []
         cur = states
         for cond, body in clauses:
-            it.conditions.add(cond.id)
             tested = self.run(cur, cond, lambda st: self._test(cond, st, fr))  # noqa: B023 (called at once)
             branch = self.each(tested, lambda r: self.state(r[0].env, r[0].live and True in r[1]))
             cur = self.each(tested, lambda r: self.state(r[0].env, r[0].live and False in r[1]))
@@ -154,29 +158,22 @@ class Scanner:
         if other is not None:
             cur = self.walk(other.named_children, cur, fr)
         outs.append(cur)
-        return self.combine(outs, lambda *sts: it._merge(list(sts)))
+        return self.combine(outs, lambda *sts: it.join_states(list(sts)))
 
     def s_try(self, s: Node, states: States, fr: Frame) -> States:
         it = self.it
-        body = self.walk(s.child_by_field_name("body").named_children, states, fr)
+        body = self.walk(child(s, "body").named_children, states, fr)
+        handlers, other, final = try_parts(s)
         outs = []
-        final = other = None
-        for c in s.named_children:
-            if c.type in ("except_clause", "except_group_clause"):
-                start = self.combine([states, body], lambda st, b, c=c: it.handler_entry(c, st, b))
-                outs.append(self.walk(handler_body(c), start, fr))
-            elif c.type == "else_clause":
-                other = c.child_by_field_name("body")
-            elif c.type == "finally_clause":
-                final = next((b for b in c.named_children if b.type == "block"), None)
-        if other is not None:
-            body = self.walk(other.named_children, body, fr)
-        out = self.combine([body, *outs], lambda *sts: it._merge(list(sts)))
-        return self.walk(final.named_children, out, fr) if final is not None else out
+        for c in handlers:
+            start = self.combine([states, body], lambda st, b, c=c: it.handler_entry(c, st, b))
+            outs.append(self.walk(clause_body(c), start, fr))
+        body = self.walk(other, body, fr)
+        return self.walk(final, self.combine([body, *outs], lambda *sts: it.join_states(list(sts))), fr)
 
     def _test(self, cond: Node, st: State, fr: Frame):
         fr.env = st.env
-        return st, truth(self.it.eval(cond, fr))
+        return st, self.it.test(cond, fr)
 
     def _decorators(self, s: Node, st: State, fr: Frame) -> State:
         fr.env = st.env
@@ -232,7 +229,7 @@ class Scanner:
     def _words(self, node: Node) -> tuple[str, ...]:
         words = self.words.get(node.id)
         if words is None:
-            words = self.words[node.id] = tuple(set(_WORD.findall(node.text.decode("utf-8", "replace"))))
+            words = self.words[node.id] = tuple(set(_WORD.findall((node.text or b"").decode("utf-8", "replace"))))
         return words
 
     def run(self, states: States, node: Node, fn) -> States:
@@ -245,12 +242,11 @@ class Scanner:
         for env, caps in self.partition(states, node):
             outs: list = []
             for i, cap in enumerate(caps):
-                it.cap, it.dep, it.recorded = cap, False, []
-                r = fn(State(dict(env), True, None))
-                whole = i == 0 and not it.dep
+                r, dep, recorded = it.observe(cap, fn, State(dict(env), True, None))
+                whole = i == 0 and not dep
                 share = caps if whole else (cap,)
-                if it.recorded:
-                    self.log.append((tuple(share), it.recorded))
+                if recorded:
+                    self.log.append((tuple(share), recorded))
                 _place(outs, r, share)
                 if whole:
                     break

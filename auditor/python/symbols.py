@@ -11,6 +11,7 @@ a tree whose package sits under a folder (``python/sglang/...``) still resolves
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -18,14 +19,19 @@ import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from auditor.model import FileError, SourceFile
+from auditor.python.syntax import child, text_of
 
-SCOPE_TYPES = ("function_definition", "class_definition")
 _PY2 = ("print_statement", "exec_statement")
 
 
 @cache
+def language() -> Language:
+    return Language(tree_sitter_python.language())
+
+
+@cache
 def parser() -> Parser:
-    return Parser(Language(tree_sitter_python.language()))
+    return Parser(language())
 
 
 def module_name(path: str) -> tuple[str, bool]:
@@ -61,8 +67,8 @@ class ClassInfo:
         assignment (``self.a, self.b = ...`` gives index paths). Found on first use."""
         if self._instance is None:
             self._instance = {}
-            for stmt in self.node.child_by_field_name("body").named_children:
-                fn = stmt.child_by_field_name("definition") if stmt.type == "decorated_definition" else stmt
+            for stmt in child(self.node, "body").named_children:
+                fn = child(stmt, "definition") if stmt.type == "decorated_definition" else stmt
                 if fn is not None and fn.type == "function_definition":
                     _instance_assignments(fn, self._instance)
         return self._instance
@@ -74,15 +80,16 @@ def _instance_assignments(fn: Node, out: dict) -> None:
     if first is None:
         return
     me = first.text
-    stack = list(fn.child_by_field_name("body").named_children)
+    stack = list(child(fn, "body").named_children)
     while stack:
         n = stack.pop()
         if n.type in ("function_definition", "class_definition", "decorated_definition", "lambda"):
             continue
         if n.type == "assignment":
-            targets, rhs = [], n
+            targets: list[Node] = []
+            rhs: Node | None = n
             while rhs is not None and rhs.type == "assignment":
-                targets.append(rhs.child_by_field_name("left"))
+                targets.append(child(rhs, "left"))
                 rhs = rhs.child_by_field_name("right")
             if rhs is not None:
                 for target in targets:
@@ -94,9 +101,9 @@ def _instance_assignments(fn: Node, out: dict) -> None:
                         else []
                     )
                     for t, path in items:
-                        obj = t.child_by_field_name("object") if t.type == "attribute" else None
+                        obj = child(t, "object") if t.type == "attribute" else None
                         if obj is not None and obj.type == "identifier" and obj.text == me:
-                            out.setdefault(t.child_by_field_name("attribute").text.decode(), []).append((rhs, path, fn))
+                            out.setdefault(text_of(child(t, "attribute")), []).append((rhs, path, fn))
                 stack.append(rhs)
             continue
         stack.extend(n.named_children)
@@ -166,7 +173,7 @@ def parse(file: SourceFile) -> tuple[Module | None, FileError | None]:
 
 
 def dotted(node: Node) -> str:
-    return node.text.decode("utf-8", "replace")
+    return (node.text or b"").decode("utf-8", "replace")
 
 
 def _collect(mod: Module, stmts, bindings: dict, scope: str) -> None:
@@ -189,13 +196,13 @@ def _add(bindings: dict, names: list, name: str, b: Binding) -> None:
 def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list) -> None:
     t = stmt.type
     if t == "decorated_definition":
-        stmt = stmt.child_by_field_name("definition")
+        stmt = child(stmt, "definition")
         t = stmt.type
     if t == "function_definition":
-        name = dotted(stmt.child_by_field_name("name"))
+        name = dotted(child(stmt, "name"))
         _add(bindings, names, name, Binding("def", stmt))
     elif t == "class_definition":
-        name = dotted(stmt.child_by_field_name("name"))
+        name = dotted(child(stmt, "name"))
         qual = f"{scope}.{name}" if scope else name
         _add(bindings, names, name, Binding("class", stmt))
         supers = stmt.child_by_field_name("superclasses")
@@ -204,7 +211,7 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
         )
         info = ClassInfo(mod.name, qual, stmt, bases=bases)
         mod.classes[qual] = info
-        body = stmt.child_by_field_name("body")
+        body = child(stmt, "body")
         _collect(mod, body.named_children, info.bindings, qual)
     elif t == "expression_statement":
         for c in stmt.named_children:
@@ -230,7 +237,7 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
         "match_statement",
     ):
         if t == "for_statement":
-            for n in _target_names(stmt.child_by_field_name("left")):
+            for n in _target_names(child(stmt, "left")):
                 _add(bindings, names, n, Binding("opaque"))
         for c in stmt.named_children:
             if (
@@ -245,12 +252,12 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
 def _bind_assignment(node: Node, bindings: dict, names: list) -> None:
     """``a = b = rhs``, ``a, b = rhs``; augmented and annotated-only forms are opaque."""
     targets = []
-    rhs = node
+    rhs: Node | None = node
     while rhs is not None and rhs.type == "assignment":
-        targets.append(rhs.child_by_field_name("left"))
+        targets.append(child(rhs, "left"))
         rhs = rhs.child_by_field_name("right")
     if node.type == "augmented_assignment":
-        for n in _target_names(node.child_by_field_name("left")):
+        for n in _target_names(child(node, "left")):
             _add(bindings, names, n, Binding("opaque"))
         return
     for target in targets:
@@ -258,7 +265,7 @@ def _bind_assignment(node: Node, bindings: dict, names: list) -> None:
             _add(bindings, names, n, Binding("value", rhs, path) if rhs is not None else Binding("opaque"))
 
 
-def destructure(target: Node, path: tuple = ()):
+def destructure(target: Node | None, path: tuple = ()) -> Iterator[tuple[str, tuple]]:
     """Names in an assignment target with their index path: ``a, (b, c)`` -> a (0,), b (1, 0), ..."""
     if target is None:
         return
@@ -300,7 +307,7 @@ def definition_at(mod: Module, start: int) -> Node | None:
 @cache
 def _targets() -> Query:
     return Query(
-        parser().language, "(assignment left: (_) @t) (augmented_assignment left: (_) @t) (for_statement left: (_) @t)"
+        language(), "(assignment left: (_) @t) (augmented_assignment left: (_) @t) (for_statement left: (_) @t)"
     )
 
 
@@ -336,12 +343,12 @@ def imports(mod: Module, stmt: Node) -> list[tuple[str, str]]:
     if stmt.type == "import_statement":
         for c in stmt.named_children:
             if c.type == "aliased_import":
-                out.append((dotted(c.child_by_field_name("alias")), dotted(c.child_by_field_name("name"))))
+                out.append((dotted(child(c, "alias")), dotted(child(c, "name"))))
             elif c.type == "dotted_name":
                 full = dotted(c)
                 out.append((full.split(".")[0], full.split(".")[0]))
         return out
-    src = stmt.child_by_field_name("module_name")
+    src = child(stmt, "module_name")
     base = absolute(mod, src)
     for c in stmt.named_children:
         if c.id == src.id or c.type == "comment":
@@ -349,7 +356,7 @@ def imports(mod: Module, stmt: Node) -> list[tuple[str, str]]:
         if c.type == "wildcard_import":
             out.append(("*", base))
         elif c.type == "aliased_import":
-            out.append((dotted(c.child_by_field_name("alias")), f"{base}.{dotted(c.child_by_field_name('name'))}"))
+            out.append((dotted(child(c, "alias")), f"{base}.{dotted(child(c, 'name'))}"))
         elif c.type == "dotted_name":
             out.append((dotted(c).split(".")[-1], f"{base}.{dotted(c)}"))
     return out
@@ -405,9 +412,10 @@ class Program:
         if self.modules.get(mod.name) is mod:
             del self.modules[mod.name]
         self.by_path.pop(mod.path, None)
-        for table in (self.functions, self.methods):
-            for _name, entries in table.items():
-                entries[:] = [e for e in entries if e[0] is not mod]
+        for functions in self.functions.values():
+            functions[:] = [e for e in functions if e[0] is not mod]
+        for methods in self.methods.values():
+            methods[:] = [e for e in methods if e[0] is not mod]
 
     def add(self, mod: Module) -> None:
         self.modules.setdefault(mod.name, mod)
@@ -419,7 +427,7 @@ class Program:
         for qual, info in mod.classes.items():
             for name, bs in info.bindings.items():
                 for b in bs:
-                    if b.kind == "def":
+                    if b.kind == "def" and b.node is not None:
                         self.methods.setdefault(name, []).append((mod, qual, b.node))
 
     def module(self, name: str) -> Module | None:
@@ -467,8 +475,8 @@ def word_starts(pattern: re.Pattern, data: bytes) -> list[int]:
 def _trie_regex(node: dict) -> bytes:
     alts = []
     end = None in node
-    for ch, child in sorted((k, v) for k, v in node.items() if k is not None):
-        alts.append(re.escape(bytes([ch])) + _trie_regex(child))
+    for ch, sub in sorted((k, v) for k, v in node.items() if k is not None):
+        alts.append(re.escape(bytes([ch])) + _trie_regex(sub))
     if not alts:
         return b""
     body = alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"

@@ -12,12 +12,17 @@ value whose truth is known, as ``x and y`` yields when ``x`` is unknown).
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from auditor import arch
 from auditor.model import Resolution
 
 MAX_ELEMS = 24
 """Beyond this many possibilities a value is UNKNOWN: precision is not worth the time."""
+MAX_ITEMS = 32
+"""Longer sequences are not iterated item by item."""
 
 
 class Opaque:
@@ -356,8 +361,11 @@ def binary(op: str, a: Val, b: Val) -> Val:
     return make(out, t)
 
 
+_UNARY: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
+
+
 def unary(op: str, a: Val) -> Val:
-    fn = {"-": operator.neg, "+": operator.pos, "~": operator.invert}.get(op)
+    fn = _UNARY.get(op)
     out: set = set()
     for x in a.elems:
         if fn is None or not is_data(x):
@@ -380,3 +388,49 @@ def product(vals: list[Val], build=tuple) -> Val:
         if len(combos) > MAX_ELEMS:
             return Val(ANY.elems, t)
     return make((build(c) for c in combos), t)
+
+
+def capability(label: str) -> Cap:
+    """The value a platform API gives on the capability ``label`` names (``"9.0"``)."""
+    c = arch.Capability.parse(label)
+    return Cap((c.major, c.minor))
+
+
+def pick(v: Val, path: tuple) -> Val:
+    """Destructure ``v`` along an assignment path; an element that cannot be unpacked drops out."""
+    if not path:
+        return v
+    out: set = set()
+    for x in v.elems:
+        y = x
+        for i in path:
+            if i is None or not is_data(y):
+                y = UNKNOWN
+                break
+            if not isinstance(y, (tuple, str)) or i >= len(y):
+                y = _NOPE
+                break
+            y = y[i]
+        if y is not _NOPE:
+            out.add(y)
+    return make(out, v.taint)
+
+
+_NOPE = object()
+
+
+def items_of(v: Val) -> list[Val] | None:
+    """The items of an iterable value, when it is one small known sequence."""
+    if len(v.elems) != 1:
+        return None
+    x = v.only()
+    if isinstance(x, (tuple, frozenset, str)) and len(x) <= MAX_ITEMS:
+        return [Val(frozenset({i}), v.taint) for i in (sorted(x, key=repr) if isinstance(x, frozenset) else x)]
+    return None
+
+
+def taints(vals) -> Taint | None:
+    t = None
+    for v in vals:
+        t = merge(t, v.taint)
+    return t

@@ -1,0 +1,302 @@
+"""Name resolution: local and global names, imports, module and class attributes, ``self.x``.
+
+Module globals are the join of all their bindings (they are read after import, whatever
+branch bound them), cached per capability only when they read it. A value reached through
+an assignment or a definition remembers where (its resolution), so that a gate can say what
+it was resolved by.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from auditor.facts import names as names_mod
+from auditor.model import GateKind, Resolution, ResolvedBy
+from auditor.python.core import MAX_DEPTH, Core, Frame
+from auditor.python.symbols import Binding, ClassInfo, Module, imports
+from auditor.python.syntax import child, line_of, method_kind, one_line, text_of
+from auditor.python.values import (
+    ANY,
+    NOTHING,
+    ClassRef,
+    ExtRef,
+    Func,
+    ModRef,
+    SelfRef,
+    Taint,
+    Val,
+    is_boolish,
+    join,
+    make,
+    pick,
+    val,
+)
+
+_SELF_ATTR = re.compile(rb"\bself\.(\w+)")
+_PREDICATE = frozenset({GateKind.PREDICATE_CALL})
+_DEFINITION = frozenset({ResolvedBy.DEFINITION})
+
+
+class Names(Core):
+    """Names and attributes, resolved through the program's symbol tables."""
+
+    def e_identifier(self, node: Node, fr: Frame) -> Val:
+        name = text_of(node)
+        f: Frame | None = fr
+        while f is not None:
+            if f.env is not None and name in f.env:
+                return f.env[name]
+            f = f.parent
+        if self.recording:
+            self.globals_read[node.id] = (node, fr.mod, name)
+        return self.global_value(fr.mod, name)
+
+    def global_value(self, mod: Module, name: str, seen: frozenset = frozenset()) -> Val:
+        """A module global: its bindings joined, or what a star import gives, or a free name."""
+        key = ("g", mod.name, name)
+        hit = self._cached(key)
+        if hit is not None:
+            return hit
+        bindings = mod.bindings.get(name)
+        if bindings and (key in self.active or self.depth > MAX_DEPTH):
+            return ANY
+        outer, self.dep = self.dep, False
+        try:
+            v = self._global_value(mod, name, seen, key, bindings) if bindings else self._from_stars(mod, name, seen)
+            self._store(key, v)
+            return v
+        finally:
+            self.dep = outer or self.dep
+
+    def _global_value(self, mod: Module, name: str, seen: frozenset, key, bindings) -> Val:
+        self.active.add(key)
+        self.depth += 1
+        try:
+            with self.quiet():
+                vals = [self.binding_value(mod, b, name) for b in bindings]
+        finally:
+            self.depth -= 1
+            self.active.discard(key)
+        v = join(*vals)
+        values = [b for b in bindings if b.kind == "value"]
+        if values:
+            site = values[-1].node
+            res = Resolution(name, mod.path, line_of(site), one_line(mod.text(site)))
+            if v.taint is not None:
+                v = Val(v.elems, retag(v, res, name, ("g", mod.name, name)))
+            else:
+                v = make((alias(x, res, name, ("g", mod.name, name)) for x in v.elems), None)
+        return v
+
+    def _from_stars(self, mod: Module, name: str, seen: frozenset) -> Val:
+        for star in mod.stars:
+            other = self.prog.module(star)
+            if other is not None and other.name not in seen and other is not mod:
+                v = self.global_value(other, name, seen | {mod.name})
+                if not (len(v.elems) == 1 and isinstance(v.only(), ExtRef) and v.only().free):
+                    return v
+        return val(ExtRef(name, free=True))
+
+    def binding_value(self, mod: Module, b: Binding, name: str) -> Val:
+        """The value one binding gives a name."""
+        node = b.node
+        if node is None:  # opaque
+            return ANY
+        if b.kind == "def":
+            return val(Func(mod.name, node.start_byte, name))
+        if b.kind == "class":
+            return val(ClassRef(mod.name, self.qual_of(mod, node)))
+        if b.kind == "import":
+            return self.import_value(b.target)
+        if b.kind == "value":
+            return pick(self.eval(node, Frame(mod, None)), b.path)
+        return ANY
+
+    def qual_of(self, mod: Module, node: Node) -> str:
+        """The qualified name of a class definition (nested classes are ``Outer.Inner``)."""
+        for qual, info in mod.classes.items():
+            if info.node.id == node.id:
+                return qual
+        return text_of(child(node, "name"))
+
+    def import_value(self, target: str) -> Val:
+        """What an import binds: a module of the input, an attribute of one, or an external name."""
+        m = self.prog.module(target)
+        if m is not None:
+            return val(ModRef(m.name))
+        base, _, attr = target.rpartition(".")
+        if base:
+            owner = self.prog.module(base)
+            if owner is not None:
+                return self.attr_of_module(owner, attr)
+        return val(ExtRef(target))
+
+    def attr_of_module(self, mod: Module, attr: str) -> Val:
+        """An attribute of a module: a global of it, else a submodule, else unknown."""
+        if attr in mod.bindings or mod.stars:
+            v = self.global_value(mod, attr)
+            if not (len(v.elems) == 1 and isinstance(v.only(), ExtRef) and v.only().free):
+                return v
+        sub = self.prog.module(f"{mod.name}.{attr}")
+        if sub is not None:
+            return val(ModRef(sub.name))
+        return ANY
+
+    def e_attribute(self, node: Node, fr: Frame) -> Val:
+        base = self.eval(child(node, "object"), fr)
+        return self.attribute(base, text_of(child(node, "attribute")))
+
+    def attribute(self, base: Val, attr: str) -> Val:
+        """An attribute of every possible object; the object's taint carries over."""
+        out: list[Val] = []
+        for x in base.elems:
+            out.append(self._attr_elem(x, attr))
+        return join(*out).with_taint(base.taint) if out else NOTHING
+
+    def _attr_elem(self, x, attr: str) -> Val:
+        if isinstance(x, ModRef):
+            mod = self.prog.modules.get(x.name)
+            if mod is not None:
+                return self.attr_of_module(mod, attr)
+            return ANY
+        if isinstance(x, (ClassRef, SelfRef)):
+            return self.class_attr(x, attr)
+        return self.external_attr(x, attr)
+
+    def class_attr(self, ref, attr: str, depth: int = 0) -> Val:
+        """An attribute of a class or instance: its own bindings (a property is called), else the
+        bases', else what the methods assign to ``self``."""
+        mod = self.prog.modules.get(ref.module)
+        info = mod.classes.get(ref.qualname) if mod is not None else None
+        if mod is None or info is None or depth > 8:
+            return ANY
+        bs = info.bindings.get(attr)
+        if bs:
+            vals = []
+            for b in bs:
+                if b.node is None:
+                    vals.append(ANY)
+                elif b.kind == "def":
+                    kind = method_kind(b.node)
+                    f = Func(
+                        mod.name,
+                        b.node.start_byte,
+                        attr,
+                        bound=kind == "class" or (kind == "self" and isinstance(ref, SelfRef)),
+                    )
+                    if kind == "property":
+                        vals.append(self.call_func(Func(mod.name, b.node.start_byte, attr, bound=True), [], {}))
+                    else:
+                        vals.append(val(f))
+                elif b.kind == "value":
+                    with self.quiet():
+                        vals.append(pick(self.eval(b.node, Frame(mod, None)), b.path))
+                else:
+                    vals.append(ANY)
+            return join(*vals)
+        for base in info.bases:
+            bref = self._resolve_class(mod, base)
+            if bref is not None:
+                ref_type = SelfRef if isinstance(ref, SelfRef) else ClassRef
+                v = self.class_attr(ref_type(bref.module, bref.qualname), attr, depth + 1)
+                if v is not ANY:
+                    return v
+        if isinstance(ref, SelfRef) and depth == 0:
+            return self.instance_attr(mod, ref, attr)
+        return ANY
+
+    def instance_attr(self, mod: Module, ref: SelfRef, attr: str) -> Val:
+        """``self.x`` that the class's methods assign (``self.use_fp8 = is_sm90_supported()``):
+        the assigned values joined, each read where it is written, the method's other
+        arguments and locals unknown. Assignments from outside the class are not seen."""
+        info = mod.classes[ref.qualname]
+        sites = [site for site in info.instance_attrs().get(attr, ()) if self._may_matter(mod, site[0], info)]
+        if not sites:
+            return ANY
+        key = ("i", ref.module, ref.qualname, attr)
+        hit = self._cached(key)
+        if hit is not None:
+            return hit
+        if key in self.active:
+            return ANY
+        outer, self.dep = self.dep, False
+        self.active.add(key)
+        try:
+            vals = []
+            with self.quiet():
+                for rhs, path, fn in sites:
+                    vals.append(pick(self.eval(rhs, Frame(mod, self._method_env(mod, fn, ref), ref.qualname)), path))
+            v = join(*vals)
+            self._store(key, v)
+            return v
+        finally:
+            self.active.discard(key)
+            self.dep = outer or self.dep
+
+    def _may_matter(self, mod: Module, rhs: Node, info: ClassInfo) -> bool:
+        """Whether an assigned value may depend on the arch: it mentions an arch token or
+        predicate, or an attribute or method of the class that does (``self.major =
+        self.cap[0]``, ``self.sm = self._sm()``). Others are not evaluated: wrapper classes
+        assign dozens of attributes."""
+        if self.relevant(mod, rhs):
+            return True
+        attrs = info.instance_attrs()
+        for name in map(bytes.decode, _SELF_ATTR.findall(rhs.text or b"")):
+            if any(self.relevant(mod, other) for other, _, _ in attrs.get(name, ())):
+                return True
+            if any(b.node is not None and self.relevant(mod, b.node) for b in info.bindings.get(name, ())):
+                return True
+        return False
+
+    def _method_env(self, mod: Module, fn: Node, ref: SelfRef) -> dict:
+        """``self`` and the names a method imports (a local import is common in ``__init__``)."""
+        me = next(c for c in child(fn, "parameters").named_children if c.type == "identifier")
+        env = {text_of(me): val(ref)}
+        stack = list(child(fn, "body").named_children)
+        while stack:
+            n = stack.pop()
+            if n.type in ("import_statement", "import_from_statement"):
+                for name, target in imports(mod, n):
+                    if name != "*":
+                        env[name] = self.import_value(target)
+            elif n.type in (
+                "block",
+                "if_statement",
+                "try_statement",
+                "with_statement",
+                "else_clause",
+                "elif_clause",
+                "except_clause",
+                "finally_clause",
+            ):
+                stack.extend(n.named_children)
+        return env
+
+    def _resolve_class(self, mod: Module, text: str) -> ClassRef | None:
+        with self.quiet():
+            head, *rest = text.split(".")
+            v = self.global_value(mod, head)
+            for a in rest:
+                v = self.attribute(v, a)
+        x = v.only()
+        return x if isinstance(x, ClassRef) else None
+
+
+def retag(v: Val, res: Resolution, name: str, key) -> Taint:
+    """A tainted value reached through a definition: say so, and call it a predicate when it is
+    a truth value."""
+    t = v.taint
+    assert t is not None
+    kinds = _PREDICATE if is_boolish(v) else t.kinds
+    named = frozenset({(name, key)}) if names_mod.promised(name) is not None else frozenset()
+    return Taint(kinds, t.via | _DEFINITION, t.resolutions | {res}, t.names | named, t.unknowns)
+
+
+def alias(x, res: Resolution, name: str, key):
+    """A function reached through an assignment (``is_sm100_supported = lru_cache(...)(partial(...))``)
+    remembers the assignment, so the call can name it."""
+    if isinstance(x, Func):
+        return Func(x.module, x.start, x.name, x.args, x.kwargs, x.bound, x.alias + ((name, res, key),))
+    return x

@@ -1,0 +1,257 @@
+"""Statements in call mode: a body run once, on one capability, to learn what it returns.
+
+Only live paths are followed; a branch an arch-dependent condition decides taints what it
+assigns and returns (the path taint). The simple statements, the state a loop body or an
+``except`` handler starts from, and where branches meet are shared with scan mode
+(:mod:`auditor.python.scan`), which walks the compound statements for all capabilities at once.
+"""
+
+from __future__ import annotations
+
+from tree_sitter import Node
+
+from auditor.python.core import Core, Frame, OutOfFuel, State
+from auditor.python.symbols import assigned_in, destructure, imports
+from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, text_of, try_parts
+from auditor.python.values import ANY, Func, Taint, Val, binary, items_of, join, merge, pick, truth, val
+
+_NOPE = object()
+
+
+class Statements(Core):
+    """Statements in call mode, and the steps scan mode shares."""
+
+    def walk(self, stmts, st: State, fr: Frame, rets: list) -> State:
+        """Statements in order while the path is live; returns add to ``rets``."""
+        for s in stmts:
+            if not st.live:
+                break
+            st = self.stmt(s, st, fr, rets)
+        return st
+
+    def stmt(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        """One statement in call mode (scan mode has its own compound statements)."""
+        if self.fuel is not None:
+            self.fuel -= 1
+            if self.fuel < 0:
+                raise OutOfFuel
+        t = s.type
+        fr.env = st.env
+        if t == "if_statement":
+            return self.s_if(s, st, fr, rets)
+        if t in ("for_statement", "while_statement"):
+            return self.s_loop(s, st, fr, rets)
+        if t == "try_statement":
+            return self.s_try(s, st, fr, rets)
+        if t == "with_statement":
+            self.with_items(s, st, fr)
+            return self.walk(child(s, "body").named_children, st, fr, rets)
+        if t == "decorated_definition":
+            return self.stmt(child(s, "definition"), st, fr, rets)
+        if t == "match_statement":
+            subj = s.child_by_field_name("subject")
+            if subj is not None:
+                self.eval(subj, fr)
+            outs = [
+                self.walk(body.named_children, State(dict(st.env), st.live, st.path), fr, rets)
+                for body in case_bodies(s)
+            ]
+            return self.join_states([st, *outs])
+        return self.simple(s, st, fr, rets)
+
+    def simple(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        """A statement without a body of statements (both modes); a ``def`` only binds its name."""
+        t = s.type
+        fr.env = st.env
+        if t == "expression_statement":
+            for c in s.named_children:
+                if c.type in ("assignment", "augmented_assignment"):
+                    self.assign(c, st, fr)
+                elif self.recording:
+                    self.eval(c, fr)
+            return st
+        if t == "return_statement":
+            kids = [c for c in s.named_children if c.type != "comment"]
+            v = self.eval(kids[0], fr) if kids else val(None)
+            if st.live:
+                rets.append(v.with_taint(st.path))
+            return State(st.env, False, st.path)
+        if t == "raise_statement":
+            if self.recording:
+                for c in s.named_children:
+                    self.eval(c, fr)
+            return State(st.env, False, st.path)
+        if t == "function_definition":
+            name = text_of(child(s, "name"))
+            st.env[name] = val(Func(fr.mod.name, s.start_byte, name))
+            return st
+        if t == "class_definition":
+            st.env[text_of(child(s, "name"))] = ANY
+            return st
+        if t in ("import_statement", "import_from_statement"):
+            for name, target in imports(fr.mod, s):
+                if name != "*":
+                    st.env[name] = self.import_value(target)
+            return st
+        if t == "assert_statement":
+            kids = [c for c in s.named_children if c.type != "comment"]
+            if kids:
+                cv = self.eval(kids[0], fr)
+                if True not in truth(cv):
+                    return State(st.env, False, merge(st.path, cv.taint))
+                if cv.taint is not None and not self.recording:
+                    return State(st.env, st.live, merge(st.path, cv.taint))
+            return st
+        return st
+
+    def test(self, cond: Node, fr: Frame) -> frozenset:
+        """The truth of a condition, noted as tested: a scan reports a tested condition that
+        depends on the arch even where it is not truth-valued."""
+        self.conditions.add(cond.id)
+        return truth(self.eval(cond, fr))
+
+    def with_items(self, s: Node, st: State, fr: Frame) -> State:
+        """Evaluate the items of a ``with`` statement, binding their ``as`` names."""
+        fr.env = st.env
+        for item in s.named_children:
+            if item.type == "with_clause":
+                for w in item.named_children:
+                    self._with_item(w, st, fr)
+        return st
+
+    def _with_item(self, w: Node, st: State, fr: Frame) -> None:
+        value = w.child_by_field_name("value")
+        if value is None:
+            return
+        if value.type == "as_pattern":
+            kids = value.named_children
+            if kids:
+                self.eval(kids[0], fr)
+            alias = value.child_by_field_name("alias")
+            if alias is not None:
+                for n, _ in destructure(alias.named_children[0] if alias.named_children else None):
+                    st.env[n] = ANY
+        else:
+            self.eval(value, fr)
+
+    def assign(self, node: Node, st: State, fr: Frame) -> None:
+        """An assignment: in call mode the value carries the path taint (a flag set in an
+        arch-dependent branch depends on the arch)."""
+        targets = []
+        rhs: Node | None = node
+        if node.type == "augmented_assignment":
+            left = child(node, "left")
+            v = binary(
+                child(node, "operator").type.rstrip("="),
+                self.eval(left, fr),
+                self.eval(child(node, "right"), fr),
+            )
+            self.bind(left, v.with_taint(st.path if not self.recording else None), st.env)
+            return
+        while rhs is not None and rhs.type == "assignment":
+            targets.append(child(rhs, "left"))
+            rhs = rhs.child_by_field_name("right")
+        if rhs is None:
+            return
+        v = self.eval(rhs, fr)
+        if not self.recording:
+            v = v.with_taint(st.path)
+        for target in targets:
+            self.bind(target, v, st.env)
+
+    def bind(self, target: Node | None, v: Val, env: dict) -> None:
+        """Names of an assignment target bound to the parts of ``v`` they receive."""
+        for name, path in destructure(target):
+            env[name] = pick(v, path)
+
+    def s_if(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        clauses, other = if_clauses(s)
+        outs: list[State] = []
+        cur = st
+        decided: Taint | None = None
+        for cond, body in clauses:
+            self.conditions.add(cond.id)
+            fr.env = cur.env
+            c = self.eval(cond, fr)
+            tr = truth(c)
+            decided = merge(decided, c.taint)
+            branch = State(dict(cur.env), cur.live and True in tr, merge(cur.path, c.taint))
+            if branch.live:
+                branch = self.walk(body.named_children if body is not None else [], branch, fr, rets)
+            outs.append(branch)
+            cur = State(cur.env, cur.live and False in tr, merge(cur.path, c.taint))
+        if other is not None:
+            cur = self.walk(other.named_children, State(dict(cur.env), cur.live, cur.path), fr, rets)
+        outs.append(cur)
+        out = self.join_states(outs)
+        if decided is not None and any(not o.live for o in outs):
+            out.path = merge(out.path, decided)
+        return out
+
+    def join_states(self, outs: list[State]) -> State:
+        """Where branches meet: the live ones' variables joined (all of them, in dead code).
+        A scan keeps no path taint: a gate is judged as written."""
+        live = [o for o in outs if o.live]
+        pick = live or outs
+        first = pick[0].env
+        env = dict(first)
+        others = [o.env for o in pick[1:] if o.env is not first]
+        changed = {k for e in others for k, v in e.items() if first.get(k, _NOPE) is not v}
+        for k in changed:
+            vs = [o.env[k] for o in pick if k in o.env]
+            env[k] = vs[0] if all(v is vs[0] for v in vs) else join(*vs)
+        path = None
+        for o in outs:
+            path = merge(path, o.path)
+        return State(env, bool(live), path if not self.recording else None)
+
+    def s_loop(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        entry = self.loop_entry(s, st, fr)
+        after = self.walk(child(s, "body").named_children, State(dict(entry.env), entry.live, entry.path), fr, rets)
+        out = self.loop_exit(entry, after)
+        alt = s.child_by_field_name("alternative")
+        if alt is not None:
+            out = self.walk(child(alt, "body").named_children, out, fr, rets)
+        return out
+
+    def loop_entry(self, s: Node, st: State, fr: Frame) -> State:
+        """The state a loop body starts from: what the body assigns is unknown (it may have run
+        before), the loop variable is any item of the iterable."""
+        body = child(s, "body")
+        env = dict(st.env)
+        for name in assigned_in(fr.mod, body):
+            env[name] = ANY
+        fr.env = env
+        if s.type == "for_statement":
+            it = self.eval(child(s, "right"), fr)
+            items = items_of(it)
+            item = join(*items) if items else Val(ANY.elems, it.taint)
+            self.bind(child(s, "left"), item, env)
+        else:
+            cond = child(s, "condition")
+            self.conditions.add(cond.id)
+            self.eval(cond, fr)
+        return State(env, st.live, st.path)
+
+    def loop_exit(self, entry: State, after: State) -> State:
+        """After a loop: it ran zero times or some."""
+        return self.join_states([entry, State(after.env, entry.live, after.path)])
+
+    def s_try(self, s: Node, st: State, fr: Frame, rets: list) -> State:
+        body = self.walk(child(s, "body").named_children, State(dict(st.env), st.live, st.path), fr, rets)
+        handlers, other, final = try_parts(s)
+        outs = [self.walk(clause_body(c), self.handler_entry(c, st, body), fr, rets) for c in handlers]
+        body = self.walk(other, body, fr, rets)
+        return self.walk(final, self.join_states([body, *outs]), fr, rets)
+
+    def handler_entry(self, clause: Node, st: State, body: State) -> State:
+        """An ``except`` handler starts where the ``try`` began or anywhere in its body."""
+        start = self.join_states([State(dict(st.env), st.live, st.path), State(dict(body.env), st.live, body.path)])
+        start.live = st.live
+        for v in clause.named_children:
+            if v.type == "as_pattern":
+                alias = v.child_by_field_name("alias")
+                if alias is not None:
+                    for n, _ in destructure(alias.named_children[0] if alias.named_children else None):
+                        start.env[n] = ANY
+        return start

@@ -1,0 +1,112 @@
+"""Calls into the input's definitions: arguments bound, bodies run on one capability, results
+cached by whether they read it, predicates known by name when their bodies say nothing."""
+
+from __future__ import annotations
+
+from auditor import arch
+from auditor.model import ResolvedBy
+from auditor.python.values import Func, capability, val
+from tests.python.program import interp, program, value
+
+PREDICATES = """
+import torch
+from functools import lru_cache, partial
+
+def at_least(major, minor=0):
+    return torch.cuda.get_device_capability() >= (major, minor)
+
+@lru_cache(maxsize=1)
+def is_hopper():
+    return at_least(9) and not at_least(10)
+
+def opaque():
+    return 1
+
+is_sm90_supported = partial(at_least, 9)
+HOPPER = is_hopper()
+SM100 = at_least(minor=0, major=10)
+WRAPPED = is_sm90_supported()
+"""
+
+
+def test_arguments_bind_to_parameters_by_position_keyword_and_default():
+    prog = program(**{"p.py": PREDICATES})
+    it = interp(prog)
+    mod = prog.by_path["p.py"]
+    assert value(it, mod, "SM100", cap="9.0").only() is False
+    assert value(it, mod, "SM100", cap="10.0").only() is True
+    assert value(it, mod, "WRAPPED", cap="9.0").only() is True  # through functools.partial
+
+
+def test_a_predicate_is_true_where_its_body_says():
+    prog = program(**{"p.py": PREDICATES})
+    it = interp(prog)
+    mod = prog.by_path["p.py"]
+    answers = {label: value(it, mod, "HOPPER", cap=label).only() for label in ("8.0", "9.0", "10.0")}
+    assert answers == {"8.0": False, "9.0": True, "10.0": False}
+
+
+def test_admits_lists_where_a_resolved_predicate_can_be_true():
+    prog = program(**{"p.py": PREDICATES})
+    it = interp(prog)
+    assert it.admits(("g", "p", "HOPPER"), arch.capabilities()) == {"9.0"}
+
+
+def test_a_result_that_did_not_read_the_capability_is_cached_once():
+    prog = program(**{"p.py": PREDICATES})
+    it = interp(prog)
+    mod = prog.by_path["p.py"]
+    opaque = value(it, mod, "opaque").only()
+    assert isinstance(opaque, Func)
+    it.on(capability("9.0"))
+    assert it.call_func(opaque, [], {}).only() == 1
+    assert not it.per_cap
+    it.call_func(value(it, mod, "at_least").only(), [val(9)], {})
+    assert it.per_cap  # this one read it
+
+
+def test_a_body_that_says_nothing_is_read_by_the_predicate_name():
+    prog = program(
+        **{
+            "q.py": """
+            from somewhere import current_platform
+            def is_sm90_supported():
+                return check()
+            OK = is_sm90_supported()
+            BW = current_platform.is_blackwell()
+            """
+        }
+    )
+    it = interp(prog)
+    mod = prog.by_path["q.py"]
+    ok = value(it, mod, "OK", cap="8.0")
+    assert ok.elems == {False}  # the name promises 9.0
+    assert ok.taint is not None and ResolvedBy.NAME in ok.taint.via
+    assert value(it, mod, "BW", cap="9.0").elems == {False}
+    assert value(it, mod, "BW", cap="10.0").elems == {True, False}  # a name promises, it does not decide
+
+
+def test_a_method_called_on_an_unknown_receiver_is_found_by_name():
+    prog = program(
+        **{
+            "plat.py": """
+            import torch
+            class Platform:
+                def is_big(self):
+                    return torch.cuda.get_device_capability()[0] == 10
+            """,
+            "use.py": "OK = get_platform().is_big()\n",
+        }
+    )
+    it = interp(prog)
+    use = prog.by_path["use.py"]
+    assert value(it, use, "OK", cap="10.0").only() is True
+    assert value(it, use, "OK", cap="9.0").only() is False
+
+
+def test_a_platform_api_test_compares_the_capability_number():
+    prog = program(**{"r.py": "from vllm.platforms import current_platform as p\nOK = p.has_device_capability(90)\n"})
+    it = interp(prog)
+    mod = prog.by_path["r.py"]
+    assert value(it, mod, "OK", cap="8.9").only() is False
+    assert value(it, mod, "OK", cap="12.0").only() is True

@@ -1,0 +1,105 @@
+"""The program: modules, their bindings, imports and where names resolve."""
+
+from __future__ import annotations
+
+from auditor.model import SourceFile
+from auditor.python.symbols import assigned_in, destructure, imports, module_name, parse
+from tests.python.program import program
+
+
+def test_module_names():
+    assert module_name("flashinfer/utils.py") == ("flashinfer.utils", False)
+    assert module_name("flashinfer/__init__.py") == ("flashinfer", True)
+
+
+def test_bindings_of_every_branch_are_kept():
+    prog = program(
+        **{
+            "m.py": """
+            try:
+                import torch
+                HAS = True
+            except ImportError:
+                HAS = False
+            def f(): pass
+            class C:
+                x = 1
+            for i in range(3): pass
+            """
+        }
+    )
+    mod = prog.by_path["m.py"]
+    assert [b.kind for b in mod.bindings["HAS"]] == ["value", "value"]
+    assert [b.kind for b in mod.bindings["torch"]] == ["import"]
+    assert [b.kind for b in mod.bindings["f"]] == ["def"]
+    assert [b.kind for b in mod.bindings["i"]] == ["opaque"]
+    assert list(mod.classes) == ["C"] and "x" in mod.classes["C"].bindings
+
+
+def test_imports_are_made_absolute():
+    prog = program(
+        **{"pkg/sub/m.py": "from ..utils import is_sm90 as ok\nfrom . import x\nimport a.b\nimport c.d as e\n"}
+    )
+    mod = prog.by_path["pkg/sub/m.py"]
+    stmts = [n for n in mod.root.children if n.type.startswith("import")]
+    got = [pair for s in stmts for pair in imports(mod, s)]
+    assert got == [("ok", "pkg.utils.is_sm90"), ("x", "pkg.sub.x"), ("a", "a"), ("e", "c.d")]
+
+
+def test_star_imports_are_listed():
+    prog = program(**{"pkg/__init__.py": "from .core import *\n", "pkg/core.py": "X = 1\n"})
+    assert prog.by_path["pkg/__init__.py"].stars == ["pkg.core"]
+
+
+def test_a_module_is_found_by_suffix_when_the_tree_sits_above_the_package():
+    prog = program(**{"python/sglang/srt/utils.py": "X = 1\n"})
+    mod = prog.module("sglang.srt.utils")
+    assert mod is not None and mod.path == "python/sglang/srt/utils.py"
+    assert prog.module("sglang.missing") is None
+
+
+def test_destructuring_paths():
+    mod, _ = parse(SourceFile("m.py", b"a, (b, c) = v\nx, (y, *z) = v\n", "python"))
+    assert mod is not None
+    plain, starred = (s.children[0].child_by_field_name("left") for s in mod.root.children)
+    assert list(destructure(plain)) == [("a", (0,)), ("b", (1, 0)), ("c", (1, 1))]
+    # beside a starred name no position is known
+    assert list(destructure(starred)) == [("x", (0,)), ("y", (1, None)), ("z", (1, None))]
+
+
+def test_assigned_in_ignores_nested_scopes():
+    mod, _ = parse(
+        SourceFile("m.py", b"for i in x:\n    a = 1\n    for j in y: b += 1\n    def f(): c = 2\n", "python")
+    )
+    assert mod is not None
+    body = mod.root.children[0].child_by_field_name("body")
+    assert assigned_in(mod, body) == {"a", "j", "b"}
+
+
+def test_instance_attributes_are_found_in_methods():
+    prog = program(
+        **{
+            "m.py": """
+            class C:
+                def __init__(self):
+                    self.a, self.b = f(), 2
+                    self.c = g()
+                    def inner(other):
+                        other.d = 1
+            """
+        }
+    )
+    attrs = prog.by_path["m.py"].classes["C"].instance_attrs()
+    assert sorted(attrs) == ["a", "b", "c"]
+    assert [path for _, path, _ in attrs["b"]] == [(1,)]
+
+
+def test_a_syntax_error_is_reported_and_the_rest_kept():
+    mod, error = parse(SourceFile("m.py", b"X = 1\ndef (:\n", "python"))
+    assert mod is not None and "X" in mod.bindings
+    assert error is not None and "line 2" in error.reason
+
+
+def test_bad_encoding_gives_no_module():
+    mod, error = parse(SourceFile("m.py", b"X = '\xff'\n", "python"))
+    assert mod is None and error is not None and "UTF-8" in error.reason
