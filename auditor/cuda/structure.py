@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from auditor.cuda.directives import Directive
 
@@ -181,3 +182,43 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
         raise StructureError(f"#{stack[-1][3][0]} at line {stack[-1][3][2]} is never closed")
     branches.sort(key=lambda b: b.line)
     return Structure(tuple(branches), tuple(definitions), tuple(enclosing))
+
+
+def encode(s: Structure) -> list:
+    """A file's structure as nested lists of plain values (the result cache stores it as JSON)."""
+    return [
+        [
+            [
+                b.keyword,
+                b.expression,
+                b.line,
+                b.end_line,
+                list(b.body),
+                [list(c) for c in b.inherited],
+                [list(c) for c in b.local],
+            ]
+            for b in s.branches
+        ],
+        [[d.name, d.body, d.function_like, d.line, [list(c) for c in d.constraints]] for d in s.definitions],
+        [[a, b, [list(c) for c in cs]] for a, b, cs in s.enclosing],
+    ]
+
+
+def decode(d: Any) -> Structure:
+    """Inverse of :func:`encode`; raises on any unexpected shape (a foreign cache entry)."""
+    branches, definitions, enclosing = d
+
+    def constraints(cs: list) -> tuple:
+        return tuple((str(c), bool(p)) for c, p in cs)
+
+    return Structure(
+        tuple(
+            Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc))
+            for k, e, l1, l2, b, i, lc in branches
+        ),
+        tuple(
+            Definition(str(n), None if b is None else str(b), bool(f), int(ln), constraints(c))
+            for n, b, f, ln, c in definitions
+        ),
+        tuple((int(a), int(b), constraints(cs)) for a, b, cs in enclosing),
+    )

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints
 
 from auditor import __version__
-from auditor.cuda.structure import Branch, Definition, Structure
 from auditor.model import (
     Binary,
     Classification,
@@ -385,43 +384,3 @@ def _decode_final(d: Any) -> InputResult:
 
 
 FINAL: Codec[InputResult] = Codec(_encode_final, _decode_final)
-
-
-def encode_structure(s: Structure) -> list:
-    """A file's structure as nested lists."""
-    return [
-        [
-            [
-                b.keyword,
-                b.expression,
-                b.line,
-                b.end_line,
-                list(b.body),
-                [list(c) for c in b.inherited],
-                [list(c) for c in b.local],
-            ]
-            for b in s.branches
-        ],
-        [[d.name, d.body, d.function_like, d.line, [list(c) for c in d.constraints]] for d in s.definitions],
-        [[a, b, [list(c) for c in cs]] for a, b, cs in s.enclosing],
-    ]
-
-
-def decode_structure(d: Any) -> Structure:
-    """Inverse of encode_structure; raises on any unexpected shape."""
-    branches, definitions, enclosing = d
-
-    def constraints(cs: list) -> tuple:
-        return tuple((str(c), bool(p)) for c, p in cs)
-
-    return Structure(
-        tuple(
-            Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc))
-            for k, e, l1, l2, b, i, lc in branches
-        ),
-        tuple(
-            Definition(str(n), None if b is None else str(b), bool(f), int(ln), constraints(c))
-            for n, b, f, ln, c in definitions
-        ),
-        tuple((int(a), int(b), constraints(cs)) for a, b, cs in enclosing),
-    )

@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from auditor.cuda import gates as cuda_gates
+from auditor.cuda import structure
 from auditor.cuda.gates import FileScan
 from auditor.cuda.structure import Structure
 from auditor.model import FileError, Gate
-from auditor.pipeline.cache import Codec, content_digest, decode_structure, encode_structure
+from auditor.pipeline.cache import Codec, content_digest
 from auditor.python import extract as python_gates
 from auditor.sources import LazyFile, Origin, ReadError, read_origin
 
@@ -94,7 +95,7 @@ def _encode_read(read: Read) -> list | None:
         return ["none"]
     if isinstance(scanned, FileError):
         return ["error", scanned.reason]
-    return ["scan", encode_structure(scanned.structure), encode_structure(Structure(scanned.cccl, (), ()))[0]]
+    return ["scan", structure.encode(scanned.structure), structure.encode(Structure(scanned.cccl, (), ()))[0]]
 
 
 def _decode_read(entry: Any) -> Read:
@@ -104,8 +105,8 @@ def _decode_read(entry: Any) -> Read:
         return FileRead(), FileError("", str(entry[1]))
     if entry[0] != "scan" or len(entry) != 3:
         raise ValueError("not a file scan")
-    cccl = decode_structure([entry[2], [], []]).branches
-    return FileRead(), FileScan("", decode_structure(entry[1]), cccl, "")
+    cccl = structure.decode([entry[2], [], []]).branches
+    return FileRead(), FileScan("", structure.decode(entry[1]), cccl, "")
 
 
 SCANNED: Codec[Read] = Codec(_encode_read, _decode_read)
