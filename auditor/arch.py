@@ -1,9 +1,9 @@
 """The architecture catalogue: nvcc compile targets and device capabilities, read from data.
 
-Two finite domains (see docs/json-contract.md): the *target* domain (every nvcc ``-arch`` target with
-exactly the macros nvcc defines for it, plus ``host``) and the *device* domain (compute
+Two finite domains (see docs/json-contract.md): the *target* domain (every nvcc ``-arch`` target of
+every known toolkit with exactly the macros nvcc defines for it, plus ``host``) and the *device* domain (compute
 capabilities seen by Python runtime checks). Nothing here knows a particular architecture;
-everything comes from ``data/nvcc-targets.json`` and ``data/devices.json``.
+everything comes from ``data/toolkits.json`` and ``data/devices.json``.
 """
 
 from __future__ import annotations
@@ -89,12 +89,55 @@ def _load(name: str) -> dict:
     return json.loads(resources.files("auditor").joinpath("data").joinpath(name).read_text("utf-8"))
 
 
+@dataclass(frozen=True, slots=True)
+class Toolkit:
+    """One CUDA toolkit: its nvcc targets with the macros nvcc defines for each (the device pass)."""
+
+    version: str
+    """As released: ``13.0.88``."""
+    targets: dict[str, dict[str, int]]
+
+    @property
+    def release(self) -> str:
+        """``13.0``: how people and version macros name it."""
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def macros(self) -> dict[str, int]:
+        """What nvcc and the CUDA headers it includes define for this toolkit in both passes."""
+        major, minor, build = (int(x) for x in self.version.split("."))
+        return {
+            "__CUDACC_VER_MAJOR__": major,
+            "__CUDACC_VER_MINOR__": minor,
+            "__CUDACC_VER_BUILD__": build,
+            "CUDA_VERSION": major * 1000 + minor * 10,
+            "CUDART_VERSION": major * 1000 + minor * 10,
+        }
+
+
+TOOLKIT_MACROS = frozenset(Toolkit("0.0.0", {}).macros)
+"""Macros whose value is the toolkit's, not the target's."""
+
+
+@cache
+def toolkits() -> tuple[Toolkit, ...]:
+    """Every toolkit the tables know, oldest first (``data/toolkits.json``, made from real compilers)."""
+    raw = _load("toolkits.json")["toolkits"]
+    out = [
+        Toolkit(version, {name: {k: int(v) for k, v in m.items()} for name, m in entry["targets"].items()})
+        for version, entry in raw.items()
+    ]
+    return tuple(sorted(out, key=lambda k: tuple(int(x) for x in k.version.split("."))))
+
+
 @cache
 def target_macros() -> dict[str, dict[str, int]]:
-    """Macros (name -> integer value) that each nvcc target defines; ``host`` defines none."""
+    """Macros (name -> integer value) that each nvcc target defines, as the newest toolkit that
+    has the target defines them; ``host`` defines none. The target domain is every target of
+    every known toolkit, so that code for an architecture one toolkit lacks is not dead."""
     table: dict[str, dict[str, int]] = {HOST: {}}
-    for name, macros in _load("nvcc-targets.json")["targets"].items():
-        table[name] = {k: int(v) for k, v in macros.items()}
+    for k in toolkits():
+        table.update(k.targets)
     return table
 
 

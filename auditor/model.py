@@ -211,6 +211,10 @@ class Gate:
     """Archs a predicate's name promises, when that differs from what it admits."""
     body_lines: tuple[int, int] = (0, 0)
     """First and last line of the guarded region (0, 0 when none)."""
+    toolkits: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Targets that only some CUDA toolkits admit, each with the releases that do (``sm_101f``
+    with ``12.9``; ``sm_120`` with ``13.0 … 13.5`` under a ``__CUDACC_VER_MAJOR__ >= 13`` test).
+    ``admits`` holds the newest toolkit's answer for each target."""
     input: str = ""
     """The input the file came from."""
     package: str = ""

@@ -101,3 +101,35 @@ def domain_capabilities(domain: str) -> tuple[str, ...]:
     if domain == Domain.TARGET:
         return tuple(sorted({_capability(t) for t in arch.device_targets()}, key=Capability.parse))
     return arch.capabilities()
+
+
+def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
+    """Per requested target whose answer depends on the CUDA toolkit, which toolkits admit it
+    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike."""
+    noted = dict(gate.toolkits)
+    if not noted:
+        return {}
+    out = {}
+    for t in targets:
+        variants = [v for v in t.variants if v in noted or v in gate.admits]
+        if not any(v in noted for v in variants):
+            continue
+        having = [k.release for k in arch.toolkits() if any(v in k.targets for v in t.variants)]
+        admitting = {r for v in variants for r in (noted[v] if v in noted else _having(v))}
+        out[t.label] = _releases([r for r in having if r in admitting], having)
+    return out
+
+
+def _having(target: str) -> tuple[str, ...]:
+    return tuple(k.release for k in arch.toolkits() if target in k.targets)
+
+
+def _releases(admitting: list[str], having: list[str]) -> str:
+    """``CUDA ≥ 12.9``, ``CUDA ≤ 12.9`` or the list, as the admitting toolkits lie among those that have the target."""
+    if not admitting:
+        return "no CUDA toolkit"
+    if admitting == having[len(having) - len(admitting) :]:
+        return f"CUDA ≥ {admitting[0]}"
+    if admitting == having[: len(admitting)]:
+        return f"CUDA ≤ {admitting[-1]}"
+    return "CUDA " + ", ".join(admitting)

@@ -16,7 +16,7 @@ from auditor import arch, fingerprint
 from auditor.cuda import cexpr
 from auditor.cuda.cccl import cccl_condition
 from auditor.cuda.directives import scan
-from auditor.cuda.macros import Evaluator, MacroTable, names_an_arch, parse_condition
+from auditor.cuda.macros import Axis, MacroTable, names_an_arch, parse_condition
 from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
 from auditor.model import Domain, FileError, Gate, GateKind, Language, Resolution, ResolvedBy, SourceFile
 
@@ -207,7 +207,7 @@ def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
 
 
 def gates(
-    scans: Iterable[FileScan], table: MacroTable, evaluator: Evaluator, input_name: str, errors: list[FileError]
+    scans: Iterable[FileScan], table: MacroTable, evaluator: Axis, input_name: str, errors: list[FileError]
 ) -> list[Gate]:
     """Evaluate every branch; keep those that name an architecture."""
     out: list[Gate] = []
@@ -225,7 +225,7 @@ def gates(
             if not any(names_an_arch(n, table.naming) for n in nodes):
                 continue
             try:
-                reach, unknowns, derived = evaluator.effective(b.inherited + b.local)
+                reach, unknowns, derived, toolkits = evaluator.effective(b.inherited + b.local)
             except cexpr.ConditionError as exc:
                 errors.append(
                     FileError(fs.path, f"line {b.line}: cannot evaluate enclosing condition ({exc})", input_name)
@@ -271,6 +271,7 @@ def gates(
                     resolutions=resolutions,
                     chain=tuple(c if pol else f"!({c})" for c, pol in b.inherited + b.local),
                     body_lines=b.body,
+                    toolkits=toolkits,
                     input=input_name,
                     package=fs.package,
                 )

@@ -3,7 +3,7 @@ value on each nvcc target, in three-valued logic."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -92,7 +92,7 @@ class MacroTable:
                         pass
             ids.discard(name)
             mentions[name] = (ids, {"naming"} if naming_arch else set())
-            if any(is_arch_macro(i) or i == HAS_FEATURE for i in ids):
+            if any(is_arch_macro(i) or i == HAS_FEATURE or i in arch.TOOLKIT_MACROS for i in ids):
                 table.derived.add(name)
                 if naming_arch:
                     table.naming.add(name)
@@ -122,12 +122,17 @@ class MacroTable:
 
 
 class Evaluator:
-    """Evaluates conditions over the target domain, memoised per distinct text."""
+    """Evaluates conditions on a list of points (the macros defined at each), memoised per text.
 
-    def __init__(self, table: MacroTable):
+    Arch macros a point does not define read as 0, as nvcc leaves them undefined; any other
+    name a point defines (a toolkit's version macros) is known there; the rest are unknowns."""
+
+    def __init__(self, table: MacroTable, points: Sequence[dict[str, int]] | None = None):
         self.table = table
-        self.targets = arch.target_order()
-        self.macros = [arch.target_macros()[t] for t in self.targets]
+        self.macros = list(points) if points is not None else [arch.target_macros()[t] for t in arch.target_order()]
+        self.targets = range(len(self.macros))
+        self.known = frozenset.intersection(*(frozenset(m) for m in self.macros)) - {HAS_FEATURE}
+        """Non-arch names every point defines: not unknowns."""
         self._memo: dict[str, Evaluation] = {}
         self._macro_memo: dict[str, _MacroState] = {}
         self._in_progress: set[str] = set()
@@ -158,7 +163,7 @@ class Evaluator:
                 derived.add(n)
                 unknowns |= st.unknowns
                 derived |= st.derived
-            elif not is_arch_macro(n) and n != HAS_FEATURE:
+            elif not is_arch_macro(n) and n != HAS_FEATURE and n not in self.known:
                 unknowns.add(n)
         values: list[cexpr.Value] = []
         for i, env_macros in enumerate(self.macros):
@@ -176,7 +181,7 @@ class Evaluator:
                 return states[n].defined[i]
             if is_arch_macro(n):
                 return n in macros
-            return None
+            return True if n in self.known else None
 
         def value(n: str) -> cexpr.Value:
             if n in states:
@@ -184,7 +189,7 @@ class Evaluator:
                 return (0, False) if st.defined[i] is False else st.values[i]
             if is_arch_macro(n):
                 return (macros.get(n, 0), False)
-            return None
+            return (macros[n], False) if n in self.known else None
 
         def call(n: str, args: str) -> cexpr.Value:
             if n == HAS_FEATURE:
@@ -321,3 +326,89 @@ def _and(a: Tri, b: Tri) -> Tri:
     if a is None or b is None:
         return None
     return True
+
+
+class Axis:
+    """Conditions over every nvcc target of every known toolkit.
+
+    A target's verdict is the newest toolkit's that has it (sm_101 is 12.9's, sm_107 13.5's);
+    where an older toolkit answers otherwise (a ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a
+    without the family macros), the toolkits that admit the target are noted. Conditions are
+    evaluated once on every distinct (target, macros) point; only those that read a toolkit's
+    version macros are evaluated once per toolkit as well.
+    """
+
+    def __init__(self, table: MacroTable):
+        self.targets = arch.target_order()
+        self.toolkits = arch.toolkits()
+        points: list[dict[str, int]] = []
+        index: dict[tuple, int] = {}
+        self._rows: list[list[int]] = []
+        """Per toolkit, the point of each target (-1 where the toolkit lacks it)."""
+        for k in self.toolkits:
+            row = []
+            for t in self.targets:
+                m = {} if t == arch.HOST else k.targets.get(t)
+                if m is None:
+                    row.append(-1)
+                    continue
+                key = (t, tuple(sorted(m.items())))
+                if key not in index:
+                    index[key] = len(points)
+                    points.append(m)
+                row.append(index[key])
+            self._rows.append(row)
+        self._base = Evaluator(table, points)
+        self._table = table
+        self._per_toolkit: dict[int, Evaluator] = {}
+        self._newest = [next(r[i] for r in reversed(self._rows) if r[i] >= 0) for i in range(len(self.targets))]
+        self._varied = [i for i in range(len(self.targets)) if len({r[i] for r in self._rows if r[i] >= 0}) > 1]
+        """Targets whose macros differ between toolkits: only there can arch-only answers differ."""
+
+    def effective(self, constraints: Iterable[Constraint]) -> tuple[list[Tri], set[str], set[str], tuple]:
+        """Where a branch body is compiled, per target; the unknown and derived names it went
+        through; and the targets some toolkits admit and others do not, as (target, releases)."""
+        constraints = tuple(constraints)
+        reach, unknowns, derived = self._base.effective(constraints)
+        if unknowns & arch.TOOLKIT_MACROS:
+            return self._per_toolkit_effective(constraints)
+        values = [reach[p] for p in self._newest]
+        notes: list = []
+        for i in self._varied:
+            self._note(notes, i, [None if r[i] < 0 else reach[r[i]] for r in self._rows])
+        return values, unknowns, derived, tuple(notes)
+
+    def _per_toolkit_effective(self, constraints: tuple) -> tuple[list[Tri], set[str], set[str], tuple]:
+        per: list[list[Tri]] = []
+        unknowns: set[str] = set()
+        derived: set[str] = set()
+        for j, row in enumerate(self._rows):
+            reach, u, d = self._evaluator(j).effective(constraints)
+            unknowns |= u
+            derived |= d
+            own = iter(reach)
+            per.append([next(own) if p >= 0 else None for p in row])
+        values: list[Tri] = []
+        notes: list = []
+        for i in range(len(self.targets)):
+            column = [reach[i] for reach in per]
+            newest = max(j for j, row in enumerate(self._rows) if row[i] >= 0)
+            values.append(column[newest])
+            self._note(notes, i, column)
+        return values, unknowns, derived, tuple(notes)
+
+    def _note(self, notes: list, i: int, column: list[Tri]) -> None:
+        """Record target ``i``'s admitting toolkits when they are not all the toolkits that have it."""
+        having = [j for j, row in enumerate(self._rows) if row[i] >= 0]
+        admitting = [j for j in having if column[j] is not False]
+        if admitting and len(admitting) != len(having):
+            notes.append((self.targets[i], tuple(self.toolkits[j].release for j in admitting)))
+
+    def _evaluator(self, j: int) -> Evaluator:
+        """The evaluator for one toolkit: its targets, with its version macros at every point."""
+        hit = self._per_toolkit.get(j)
+        if hit is None:
+            k = self.toolkits[j]
+            points = [dict(self._base.macros[p], **k.macros) for p in self._rows[j] if p >= 0]
+            hit = self._per_toolkit[j] = Evaluator(self._table, points)
+        return hit

@@ -242,7 +242,7 @@ _WORDS = {n: t for n, t in get_type_hints(Gate).items() if isinstance(t, type) a
 _STRS = tuple(
     n
     for n in _GATE_FIELDS
-    if n not in _STRING_TUPLES + _INTS + tuple(_WORDS) + ("features", "resolutions", "body_lines")
+    if n not in _STRING_TUPLES + _INTS + tuple(_WORDS) + ("features", "resolutions", "body_lines", "toolkits")
 )
 
 
@@ -262,6 +262,8 @@ def encode_gates(gates: Sequence[Gate]) -> dict:
                 v = [[r.name, r.file, r.line, r.detail] for r in v]
             elif name == "body_lines":
                 v = list(v)
+            elif name == "toolkits":
+                v = [[target, list(releases)] for target, releases in v]
             row.append(v)
         rows.append(row)
     return {"fields": list(_GATE_FIELDS), "tuples": [list(t) for t in table], "rows": rows}
@@ -295,7 +297,7 @@ def decode_gates(d: Any) -> list[Gate]:
     ints = [index[n] for n in _INTS]
     strs = [index[n] for n in _STRS]
     words = [(index[n], word) for n, word in _WORDS.items()]
-    feats, res, body = index["features"], index["resolutions"], index["body_lines"]
+    feats, res, body, kits = index["features"], index["resolutions"], index["body_lines"], index["toolkits"]
     out = []
     for row in d["rows"]:
         if type(row) is not list or len(row) != len(_GATE_FIELDS):
@@ -318,6 +320,7 @@ def decode_gates(d: Any) -> list[Gate]:
         v[res] = tuple(Resolution(_str(n), _str(f), _int(ln), _str(dt)) for n, f, ln, dt in v[res])
         first, last = v[body]
         v[body] = (_int(first), _int(last))
+        v[kits] = tuple((_str(target), tuple(_str(r) for r in releases)) for target, releases in v[kits])
         out.append(Gate(*v))
     return out
 

@@ -6,7 +6,7 @@ import json
 
 from auditor import arch
 from auditor.model import AuditResult, Binary, Domain, Gate, Verdict
-from auditor.verdicts import classify, verdicts
+from auditor.verdicts import classify, toolkit_notes, verdicts
 
 SCHEMA = "archaudit/1"
 
@@ -53,6 +53,9 @@ def gate_document(gate: Gate, targets) -> dict:
         doc["surely"] = list(gate.surely)
     if gate.name_implies:
         doc["name_implies"] = list(gate.name_implies)
+    if gate.toolkits:
+        doc["toolkits"] = {target: list(releases) for target, releases in gate.toolkits}
+        doc["toolkit_verdicts"] = toolkit_notes(gate, targets)
     return doc
 
 

@@ -8,7 +8,7 @@ from itertools import groupby
 
 from auditor import arch
 from auditor.model import SEVERITIES, AuditResult, Finding, Verdict
-from auditor.verdicts import verdicts
+from auditor.verdicts import toolkit_notes, verdicts
 
 INVISIBLE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
 """A character class body: C1 controls, bidi marks and overrides, line separators (C0 aside)."""
@@ -68,6 +68,9 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
             lines.append(f"         admits {arch.compact(g.domain, g.admits)}   {verdict}")
             if g.unknowns:
                 lines.append(f"         depends on {', '.join(g.unknowns)}")
+            notes = toolkit_notes(g, targets)
+            if notes:
+                lines.append("         admitted with " + "; ".join(f"{t}: {n}" for t, n in notes.items()))
             for r in g.resolutions[:3]:
                 lines.append(f"         via {r.name} ({r.file}:{r.line})")
             if g.features:

@@ -8,7 +8,7 @@ import pytest
 
 from auditor import arch
 from auditor.cuda.gates import decode, scan_file
-from auditor.cuda.macros import Evaluator, MacroTable
+from auditor.cuda.macros import Axis, MacroTable
 from auditor.sources import DirectoryProvider, read_all
 from tests.conftest import FIXTURES, wheel
 from tests.cuda import oracle
@@ -24,14 +24,14 @@ def compare(files, tmp_path: Path) -> int:
     scans = [s for s in scans if hasattr(s, "structure")]
     texts = {s.path: texts[s.path] for s in scans}
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    evaluator = Evaluator(table)
+    evaluator = Axis(table)
     truth = oracle.admitted(texts, tmp_path)
     targets = arch.target_order()
     compared = 0
     disagreements = []
     for s in scans:
         for b in oracle.comparable_branches(s.path, texts[s.path]):
-            reach, unknowns, derived = evaluator.effective(b.inherited + b.local)
+            reach, unknowns, derived, _ = evaluator.effective(b.inherited + b.local)
             ours = {t for t, r in zip(targets, reach) if r is not False}
             assert not unknowns and not derived
             compared += 1

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from auditor import arch, cli
-from auditor.cuda.macros import Evaluator, MacroTable
+from auditor.cuda.macros import Axis, MacroTable
 from auditor.pipeline import Options, audit
 from tests.conftest import FIXTURES, wheel
 
@@ -17,10 +17,12 @@ KNOWN = yaml.safe_load((FIXTURES / "gates" / "cuda.yaml").read_text())
 
 @pytest.mark.parametrize("case", KNOWN, ids=[c["condition"] for c in KNOWN])
 def test_known_answers(case):
-    ev = Evaluator(MacroTable()).evaluate(case["condition"])
-    admits = [t for t, v in zip(arch.target_order(), ev.values) if v is not False]
+    reach, unknowns, _, toolkits = Axis(MacroTable()).effective([(case["condition"], True)])
+    admits = [t for t, v in zip(arch.target_order(), reach) if v is not False]
     assert arch.compact("target", admits) == case["admits"]
-    assert sorted(ev.unknowns) == case.get("unknowns", [])
+    assert sorted(unknowns) == case.get("unknowns", [])
+    expected = {t: [str(r) for r in releases] for t, releases in case.get("toolkits", {}).items()}
+    assert {t: list(r) for t, r in toolkits} == expected
 
 
 def gates_by_line(result, file):
@@ -33,11 +35,12 @@ def test_fixture_gates_and_non_gates():
     assert arch.compact("target", g[10].admits) == "sm_90…sm_110f"
     assert g[10].features[0].token == "cudaGridDependencySynchronize"
     # #if / #elif / #elif / #else: each branch its own effective set
-    assert arch.compact("target", g[16].admits) == "sm_100…sm_103f"
+    assert arch.compact("target", g[16].admits) == "sm_100…sm_107f"  # sm_101 (12.9), sm_107 (13.4+)
     assert arch.compact("target", g[19].admits) == "sm_90, sm_90a, sm_110…sm_121f"
-    assert arch.compact("target", g[21].admits) == "sm_80…sm_89"
-    assert arch.compact("target", g[23].admits) == "sm_75, host"
-    assert g[36].admits == ()  # dead gate: __CUDA_ARCH__ == 1070
+    assert arch.compact("target", g[21].admits) == "sm_80…sm_89"  # 0x320 is 800
+    assert arch.compact("target", g[23].admits) == "sm_50…sm_75, host"  # below 800: CUDA 12.x builds sm_50 on
+    assert arch.compact("target", g[36].admits) == "sm_107…sm_107f"  # sm_107 exists from CUDA 13.4: not dead
+    assert g[36].toolkits == ()  # every toolkit that has sm_107 admits it
     assert g[70].unknowns == ("ENABLE_FP8",) and arch.compact("target", g[70].admits) == "sm_89…sm_121f"
     # the block comment's '#if' and the host/device split are not gates
     assert 6 not in g and 64 not in g and 66 not in g
@@ -51,11 +54,11 @@ def test_cccl_arms():
     admits = {k: arch.compact("target", x.admits) for k, x in g.items()}
     assert admits == {
         (5, "NV_PROVIDES_SM_90"): "sm_90…sm_121f",  # holds on 12.x
-        (6, "!NV_PROVIDES_SM_90"): "sm_75…sm_89, host",  # its else arm
+        (6, "!NV_PROVIDES_SM_90"): "sm_50…sm_89, host",  # its else arm
         (8, "NV_HAS_FEATURE_SM_90a"): "sm_90a",  # does not hold on 12.x
-        (8, "!NV_HAS_FEATURE_SM_90a"): "sm_75…sm_90, sm_100…sm_121f, host",
+        (8, "!NV_HAS_FEATURE_SM_90a"): "sm_50…sm_90, sm_100…sm_121f, host",
         (10, "NV_IS_EXACTLY_SM_100"): "sm_100…sm_100f",
-        (11, "NV_PROVIDES_SM_80"): "sm_80…sm_90a, sm_103…sm_121f",  # the second arm of a dispatch
+        (11, "NV_PROVIDES_SM_80"): "sm_80…sm_90a, sm_101…sm_121f",  # the second arm of a dispatch
     }  # NV_IS_HOST (line 13) is a host/device split, not a gate
     assert all(x.kind == "cccl-target" for x in g.values())
 
@@ -67,8 +70,11 @@ def test_derived_macro_resolves_to_exactly_sm90a():
     assert g[5].kind == "derived-macro" and g[5].resolved_by == "definition"
     assert [(r.name, r.file, r.line) for r in g[5].resolutions] == [("MYLIB_SM90A_ENABLED", "arch_config.h", 6)]
     assert arch.compact("target", g[8].admits) == "sm_90…sm_121f"
-    # a derived macro defined under an unknown toolkit condition: admitted where it may be defined
-    assert g[11].admits == ("sm_100a",) and g[11].unknowns == ("__CUDACC_VER_MAJOR__",)
+    # a derived macro defined under a toolkit condition: evaluated per toolkit, no unknown left
+    assert g[11].admits == ("sm_100a",) and g[11].unknowns == ()
+    assert dict(g[11].toolkits) == {"sm_100a": ("13.0", "13.1", "13.2", "13.3", "13.4", "13.5")}
+    # CUTLASS's sm_101f flags exist only with CUDA 12.9 (13.0 renamed sm_101 to sm_110): not dead
+    assert g[17].admits == ("sm_101a", "sm_101f") and dict(g[17].toolkits) == {"sm_101a": ("12.9",)}
     assert 14 not in g  # defined only as a host/device split
     assert not any(x.file == "arch_config.h" and x.line == 2 for x in result.gates)  # include guard
 
