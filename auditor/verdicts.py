@@ -111,17 +111,24 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
         return {}
     out = {}
     for t in targets:
-        variants = [v for v in t.variants if v in noted or v in gate.admits]
-        if not any(v in noted for v in variants):
+        members = t.variants if gate.domain == Domain.TARGET else (t.capability,)
+        if not any(m in noted for m in members):
             continue
-        having = [k.release for k in arch.toolkits() if any(v in k.targets for v in t.variants)]
-        admitting = {r for v in variants for r in (noted[v] if v in noted else _having(v))}
+        having = [k.release for k in arch.toolkits() if any(_has(k, m, gate.domain) for m in members)]
+        admitting = {
+            r for m in members if m in noted or m in gate.admits for r in noted.get(m) or _having(m, gate.domain)
+        }
         out[t.label] = _releases([r for r in having if r in admitting], having)
     return out
 
 
-def _having(target: str) -> tuple[str, ...]:
-    return tuple(k.release for k in arch.toolkits() if target in k.targets)
+def _has(toolkit: arch.Toolkit, member: str, domain: str) -> bool:
+    """Whether a toolkit has a target (every toolkit serves every device capability)."""
+    return domain != Domain.TARGET or member in toolkit.targets
+
+
+def _having(member: str, domain: str) -> tuple[str, ...]:
+    return tuple(k.release for k in arch.toolkits() if _has(k, member, domain))
 
 
 def _releases(admitting: list[str], having: list[str]) -> str:
