@@ -15,10 +15,12 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 from auditor import arch
 from auditor.arch import HOST, Capability
+from auditor.cuda import cexpr
+from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
 from auditor.model import Classification, Domain, Feature, Gate, Language, ResolvedBy, Target
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
@@ -170,13 +172,31 @@ def feature_family(v: GateView) -> bool:
 def dead(v: GateView) -> bool:
     """The branch's own condition leaves no device target (the host alone does not count).
 
-    Not when an enclosing gate is already dead (that one is reported), nor when earlier
-    branches take every device target (a host-only ``#else`` is the host path, not dead code).
+    Not when an enclosing gate is already dead (that one is reported); nor when some CUDA
+    toolkit admits a target (code for 12.9's sm_101, or under a toolkit test, needs that
+    toolkit: it is not dead); nor when the branch is the host path: earlier branches take
+    every device target (a host-only ``#else``), or its own condition selects the host
+    (CCCL's ``NV_IS_HOST`` arm of a dispatch).
     """
-    if v.capabilities or any(not capabilities_of(e) for e in v.relatives.enclosing):
+    if v.capabilities or v.gate.toolkits or any(not capabilities_of(e) for e in v.relatives.enclosing):
+        return False
+    if v.gate.chain and _selects_host(v.gate.chain[-1]):
         return False
     taken = {c for e in v.relatives.earlier for c in capabilities_of(e)}
     return not taken or not taken >= set(v.domain_capabilities)
+
+
+@cache
+def _selects_host(condition: str) -> bool:
+    """Whether a C condition is a host test: it asks only whether ``__CUDA_ARCH__`` is defined,
+    and holds on the host alone (``__CUDA_ARCH__ < 500`` holds on the host too, but asks a value)."""
+    try:
+        node = parse_condition(condition)
+        values = Evaluator(MacroTable()).evaluate(condition).values
+    except cexpr.ConditionError:
+        return False
+    asks_definedness = cexpr.identifiers(node) == {"__CUDA_ARCH__"} and not cexpr.value_identifiers(node)
+    return asks_definedness and values[0] is True and not any(values[1:])
 
 
 def admits_beyond_name(v: GateView) -> bool:

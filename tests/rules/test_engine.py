@@ -378,3 +378,23 @@ def test_rule_messages_render_every_field():
     found = engine.match(rulebook.builtin(), gates, TARGETS)
     assert {f.rule for f in found} == {"ARCH001", "ARCH004", "ARCH005"}
     assert all("{" not in f.message for f in found)
+
+
+def test_code_one_toolkit_admits_is_not_dead():
+    """12.9's sm_101 (renamed sm_110 in 13.0), or a toolkit test: the newest toolkit admits
+    nothing, an older one does, so the code needs that toolkit; it is not dead."""
+    only_129 = gate((), domain="target", language="cuda", kind="derived-macro", toolkits=(("sm_100a", ("12.9",)),))
+    assert not holds("dead", only_129)
+    assert holds("dead", gate((), domain="target", language="cuda", kind="preprocessor"))
+
+
+def test_a_host_arm_is_the_host_path_not_dead_code():
+    """CCCL's dispatch ``NV_PROVIDES_SM_70 … NV_IS_HOST``: the host arm is the host path even
+    where no earlier arm takes a target (CUDA 12.x still builds sm_60); a value test that only
+    the host passes (``__CUDA_ARCH__ < 500``) is still dead device code."""
+    earlier = gate(targets_where(lambda v, t: v >= 700), domain="target", id="e", line=1, chain=("NV_PROVIDES_SM_70",))
+    host_arm = gate(("host",), domain="target", id="h", line=3, chain=("!NV_PROVIDES_SM_70", "!defined(__CUDA_ARCH__)"))
+    rel = predicates.relatives([earlier, host_arm])
+    assert not holds("dead", host_arm, relatives=rel.get("h", Relatives()))
+    legacy = gate(("host",), domain="target", id="l", line=3, chain=("!NV_PROVIDES_SM_70", "__CUDA_ARCH__ < 500"))
+    assert holds("dead", legacy, relatives=predicates.relatives([earlier, legacy]).get("l", Relatives()))
