@@ -153,17 +153,20 @@ class FileError:
 
 @dataclass(frozen=True, slots=True)
 class Feature:
-    """A token with known arch requirements found inside a gate's guarded region."""
+    """Something with known arch requirements used inside a gate's guarded region."""
 
     token: str
-    """The text as found (``cudaGridDependencySynchronize``, ``wgmma.mma_async``)."""
+    """The text as found: an identifier (``cudaGridDependencySynchronize``) or a PTX opcode with its qualifiers."""
     line: int
     feature: str
-    """What it is, from the fact table."""
+    """What it is: the curated row's name, or the PTX variant that matched."""
     min_arch: str
     on_target: tuple[tuple[str, str], ...] = ()
-    """Per capability ``(12.0, yes|no|sm_120a-only)`` from the fact table."""
+    """Per capability ``(12.0, yes|no|sm_120a-only|unknown)``."""
     notes: str = ""
+    source: str = ""
+    """For a PTX instruction, the ptxas fact it rests on (toolkit, variant, accepting targets, a rejection's error);
+    a curated row's reference is in ``data/api-facts.csv``."""
 
 
 @dataclass(frozen=True, slots=True)

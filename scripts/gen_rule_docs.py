@@ -38,9 +38,11 @@ archaudit scan X --select ARCH001,ARCH002 --ignore ARCH005 --rules ./my-rules
 
 ## What the guarded code uses
 
-A gate that excludes a target is classified by the arch-dependent features found in its
-guarded region, against the fact table (`auditor/data/ptx-features.csv`, columns
-`on_sm120`/`on_sm121`):
+A gate that excludes a target is classified by the arch-dependent features found in the code
+of its guarded region (comments, strings and preprocessor lines are not code): PTX instructions
+in `asm` strings, with all their qualifiers, against what ptxas accepts per target
+(`auditor/data/ptx-facts.json`), and CUDA API and CuTe/CUTLASS names against curated rows
+(`auditor/data/api-facts.csv`); see docs/facts.md:
 
 - **hardware** — something there is `no` on an excluded target (`wgmma`, `tcgen05`): widening
   the gate will not work; the target needs its own code path.

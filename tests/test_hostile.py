@@ -535,11 +535,14 @@ def test_many_cccl_calls_beside_many_branches(tmp_path, capsys):
 
 
 def test_feature_tokens_on_a_megabyte_line_inside_a_gate(tmp_path):
-    """60,000 fact-table tokens on one line of a gate's body, in a process given 15 s."""
+    """60,000 PTX instructions in one asm string on one line of a gate's body, in a process given 15 s."""
     root = good_tree(tmp_path / "tree")
     # a gate that turns 12.x away: its body is searched for feature tokens
     (root / "body.cu").write_text(
-        "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n" + "wgmma.mma_async " * 60_000 + "\n#endif\n"
+        "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n"
+        + 'asm volatile("'
+        + "wgmma.fence.sync.aligned; " * 60_000
+        + '");\n#endif\n'
     )
     t0 = time.perf_counter()
     try:
@@ -558,7 +561,7 @@ def test_feature_tokens_on_a_megabyte_line_inside_a_gate(tmp_path):
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     gates = [g for g in json.loads(proc.stdout)["gates"] if g["file"] == "body.cu"]
-    assert [f["token"] for g in gates for f in g["features"]] == ["wgmma.mma_async"]
+    assert [f["token"] for g in gates for f in g["features"]] == ["wgmma.fence.sync.aligned"]
 
 
 def test_binary_file_named_like_a_header(tmp_path, capsys):

@@ -1,8 +1,10 @@
-"""What the guarded code uses: tokens with known arch requirements, from ``data/ptx-features.csv``.
+"""What the guarded code uses: PTX instructions in ``asm`` templates, and curated identifiers.
 
-The fact table is data (checked against ptxas by its authors); this module only turns its
-``token`` column into patterns and finds them in a guarded region. Tokens written as human
-notation (``wgmma...e4m3 (FP8 wgmma)``) are turned into the pattern they describe.
+Two sources of facts. PTX instructions are judged by what ptxas said (:mod:`.ptx`, from
+``data/ptx-facts.json``). CUDA APIs, intrinsics and CuTe/CUTLASS atoms, which ptxas cannot
+be asked about, are the curated rows of ``data/api-facts.csv``, each with its source, and
+count only as identifiers in code. Comments, strings other than ``asm`` templates and
+preprocessor lines (macro definitions and guard macros) are never features (:mod:`.code`).
 """
 
 from __future__ import annotations
@@ -20,166 +22,109 @@ from typing import Any
 import re2
 
 from auditor import arch
+from auditor.facts import code, ptx
 from auditor.model import Feature, Gate, SourceFile, Target
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
-    """One row of the fact table."""
+class Api:
+    """One curated row: an identifier pattern and where the targets have it."""
 
-    token: str
+    pattern: re.Pattern
     feature: str
     min_arch: str
-    arch_specific: str
     on: tuple[tuple[str, str], ...]
-    """(capability, yes|no|sm_120a-only|…) for the capabilities the table has columns for."""
     notes: str
-    source_url: str
-    pattern: re.Pattern
 
 
 _ON_COLUMNS = {"on_sm120": "12.0", "on_sm121": "12.1"}
-_NOT_AFTER_WORD = r"(?<![\w])"
-
-
-def _pattern(token: str, kind: str) -> re.Pattern:
-    text = re.sub(r"\s+\([^)]*\)\s*$", "", token.strip())  # drop "(description)"
-    alternatives = [a.strip() for a in text.split(" / ")]
-    parts = []
-    for alt in alternatives:
-        if kind in ("literal", "macro"):
-            pieces = [re.escape(p) for p in alt.split("...")]
-            body = r"[\w.:]*?".join(pieces)
-        else:
-            body = alt.replace("...", r"[\w.:]*?")
-            body = re.sub(r"::\*", r"::\\w+", body)
-        if re.match(r"\w", alt):
-            body = _NOT_AFTER_WORD + f"(?:{body})"
-        parts.append(body)
-    return re.compile("|".join(f"(?:{p})" for p in parts))
 
 
 @cache
-def facts() -> tuple[Fact, ...]:
-    """The fact table, most specific tokens first (longer literals before their prefixes)."""
-    text = (resources.files("auditor") / "data" / "ptx-features.csv").read_text("utf-8")
-    rows = []
-    for row in csv.DictReader(io.StringIO(text)):
-        try:
-            pattern = _pattern(row["token"], row["token_kind"])
-        except re.error:
-            continue
-        on = tuple((cap, row[col]) for col, cap in _ON_COLUMNS.items() if row.get(col))
-        rows.append(
-            Fact(
-                row["token"],
-                row["feature"],
-                row["min_arch"],
-                row["arch_specific"],
-                on,
-                row["notes"],
-                row["source_url"],
-                pattern,
-            )
+def apis() -> tuple[Api, ...]:
+    """The curated rows in file order: the first row whose pattern is the whole identifier names it."""
+    text = (resources.files("auditor") / "data" / "api-facts.csv").read_text("utf-8")
+    return tuple(
+        Api(
+            re.compile(row["identifier"]),
+            row["feature"],
+            row["min_arch"],
+            tuple((cap, row[col]) for col, cap in _ON_COLUMNS.items() if row[col]),
+            row["notes"],
         )
-    rows.sort(key=lambda f: -len(f.token))
-    return tuple(rows)
-
-
-def _re2_source(fact: Fact) -> str:
-    """A fact's pattern in RE2 syntax (RE2 has ``\\b`` but no look-behind)."""
-    return fact.pattern.pattern.replace(_NOT_AFTER_WORD, r"\b")
-
-
-@cache
-def _combined():
-    """All facts as one RE2 pattern: a DFA scans a region once, whatever the number of facts.
-
-    (Python's backtracking engine tries every alternative at every position: ~30 s per MB.)
-    """
-    return re2.compile("|".join(f"(?:{_re2_source(f)})" for f in facts()))
-
-
-@cache
-def _labelled() -> tuple[Any, tuple[int, ...]]:
-    """The combined pattern with one capturing group per fact, and the index of each fact's group."""
-    groups, index = [], 1
-    for f in facts():
-        groups.append(index)
-        index += 1 + f.pattern.groups  # the fact's own group, then the groups inside its pattern
-    return re2.compile("|".join(f"({_re2_source(f)})" for f in facts())), tuple(groups)
-
-
-@lru_cache(maxsize=4096)
-def _fact_of(token: str, word_before: bool, word_after: bool) -> Fact | None:
-    """The fact whose alternative of the combined pattern matched ``token``.
-
-    Leftmost-first alternation takes the first alternative that matches at a position, so
-    that alternative is the first fact matching exactly ``token`` there. Only the word-ness
-    of the characters on either side (for ``\\b``) matters beyond the token itself, so the
-    answer is found once per (token, sides) rather than once per occurrence.
-    """
-    pattern, groups = _labelled()
-    text = ("a" if word_before else " ") + token + ("a" if word_after else " ")
-    m = pattern.fullmatch(text, 1, 1 + len(token))
-    if m is None:
-        return None
-    return next((f for f, g in zip(facts(), groups) if m.start(g) != -1), None)
-
-
-def _is_word(text: str, i: int) -> bool:
-    return 0 <= i < len(text) and (text[i].isascii() and (text[i].isalnum() or text[i] == "_"))
-
-
-def scan_region(text: str, first_line: int) -> list[tuple[int, str, Fact]]:
-    """(line, token, fact) for the first use of each fact on each line of ``text``, which starts at ``first_line``.
-
-    One pass of the combined pattern; later uses of a fact on the same line are dropped
-    (``distinct`` keeps the first use per fact in any range of lines), so a megabyte line
-    of one token costs one entry, not 60,000.
-    """
-    out: list[tuple[int, str, Fact]] = []
-    seen: set[str] = set()
-    line, pos = first_line, 0
-    for m in _combined().finditer(text):
-        start, end = m.span()
-        newlines = text.count("\n", pos, start)
-        if newlines:
-            line += newlines
-            seen.clear()
-        pos = start
-        token = m.group(0)
-        fact = _fact_of(token, _is_word(text, start - 1), _is_word(text, end))
-        if fact is not None and fact.token not in seen:
-            seen.add(fact.token)
-            out.append((line, token, fact))
-    return out
-
-
-def feature(line: int, token: str, fact: Fact) -> Feature:
-    """A found fact as the model records it."""
-    return Feature(
-        token=token, line=line, feature=fact.feature, min_arch=fact.min_arch, on_target=fact.on, notes=fact.notes
+        for row in csv.DictReader(io.StringIO(text))
     )
 
 
-def distinct(found: list[tuple[int, str, Fact]], limit: int = 40) -> tuple[Feature, ...]:
-    """The first occurrence of each fact, at most ``limit``."""
+@cache
+def _identifiers() -> Any:
+    """Every curated identifier as one RE2 pattern, longest match first (a DFA: one pass whatever the row count)."""
+    options = re2.Options()
+    options.longest_match = True
+    return re2.compile("|".join(rf"\b(?:{a.pattern.pattern})\b" for a in apis()), options)
+
+
+_PREFILTER = re2.compile(r"\b(?:asm|__asm__|__asm)\b")
+
+
+@lru_cache(maxsize=4096)
+def _api_of(identifier: str) -> Api | None:
+    return next((a for a in apis() if a.pattern.fullmatch(identifier)), None)
+
+
+def scan_region(text: str, first_line: int, language: str, capabilities: tuple[str, ...]) -> list[tuple[str, Feature]]:
+    """(key, feature) for each use in ``text`` (which starts at ``first_line``), in line order.
+
+    Cheap when nothing is there: the region is lexed only when a curated identifier or
+    ``asm`` appears in its raw text, which most regions do not.
+    """
+    if not (_identifiers().search(text) or _PREFILTER.search(text)):
+        return []
+    blanked, strings = code.blank(text, language)
+    found: list[tuple[int, str, Feature]] = []
+    for m in _identifiers().finditer(blanked):
+        api = _api_of(m.group())
+        if api is not None:
+            found.append((m.start(), api.feature, _api_feature(m.group(), api)))
+    for offset, opcode in code.asm_instructions(text, blanked, strings):
+        j = ptx.judge(opcode, capabilities)
+        found.append((offset, j.variant or opcode, _ptx_feature(opcode, j)))
+    found.sort(key=lambda f: f[0])
+    out, line, pos = [], first_line, 0
+    for offset, key, f in found:
+        line += blanked.count("\n", pos, offset)
+        pos = offset
+        out.append((key, replace(f, line=line)))
+    return out
+
+
+def _api_feature(identifier: str, api: Api) -> Feature:
+    return Feature(identifier, 0, api.feature, api.min_arch, api.on, api.notes)
+
+
+def _ptx_feature(opcode: str, j: ptx.Judgement) -> Feature:
+    what = f"PTX {j.variant} ({j.family})" if j.variant else "PTX instruction without a probed variant"
+    return Feature(opcode, 0, what, j.min_arch, j.on_target, "", j.source)
+
+
+def distinct(found: Iterable[tuple[str, Feature]], limit: int = 40) -> tuple[Feature, ...]:
+    """The first use of each fact (curated row, PTX variant or unprobed opcode), at most ``limit``."""
     out: dict[str, Feature] = {}
-    for line, token, fact in found:
-        if fact.token not in out:
-            out[fact.token] = feature(line, token, fact)
+    for key, f in found:
+        if key not in out:
+            out[key] = f
             if len(out) >= limit:
                 break
     return tuple(out.values())
 
 
 def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Sequence[Target]) -> list[Gate]:
-    """The gates, with the fact-table tokens used inside those that exclude a requested target.
+    """The gates, with what is used inside those that exclude a requested target.
 
     Only excluding gates: that is where "what does the code need" decides hardware vs
     conservative, and it bounds the work (each guarded line is scanned once per file).
     """
+    capabilities = tuple(dict.fromkeys(t.capability for t in targets))
     by_path = {f.path: f for f in files}
     wanted: dict[str, list[int]] = {}
     for i, g in enumerate(gates):
@@ -188,11 +133,12 @@ def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
             wanted.setdefault(g.file, []).append(i)
     out = list(gates)
     for path, indices in wanted.items():
-        lines = by_path[path].data.decode("utf-8", "replace").split("\n")
-        found: list[tuple[int, str, Fact]] = []
+        source = by_path[path]
+        lines = source.data.decode("utf-8", "replace").split("\n")
+        found: list[tuple[str, Feature]] = []
         for first, last in _merge(gates[i].body_lines for i in indices):
-            found += scan_region("\n".join(lines[first - 1 : last]), first)
-        found_lines = [f[0] for f in found]
+            found += scan_region("\n".join(lines[first - 1 : last]), first, source.language, capabilities)
+        found_lines = [f.line for _, f in found]
         for i in indices:
             first, last = gates[i].body_lines
             lo, hi = bisect.bisect_left(found_lines, first), bisect.bisect_right(found_lines, last)

@@ -257,7 +257,10 @@ def encode_gates(gates: Sequence[Gate]) -> dict:
             if name in _STRING_TUPLES:
                 v = table.setdefault(v, len(table))
             elif name == "features":
-                v = [[x.token, x.line, x.feature, x.min_arch, [list(p) for p in x.on_target], x.notes] for x in v]
+                v = [
+                    [x.token, x.line, x.feature, x.min_arch, [list(p) for p in x.on_target], x.notes, x.source]
+                    for x in v
+                ]
             elif name == "resolutions":
                 v = [[r.name, r.file, r.line, r.detail] for r in v]
             elif name == "body_lines":
@@ -314,8 +317,8 @@ def decode_gates(d: Any) -> list[Gate]:
         for i, word in words:
             v[i] = word(_str(v[i]))
         v[feats] = tuple(
-            Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n))
-            for t, ln, f, m, on, n in v[feats]
+            Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n), _str(s))
+            for t, ln, f, m, on, n, s in v[feats]
         )
         v[res] = tuple(Resolution(_str(n), _str(f), _int(ln), _str(dt)) for n, f, ln, dt in v[res])
         first, last = v[body]

@@ -319,7 +319,8 @@ def _labels(targets: Iterable[Target]) -> str:
 
 def _support(f: Feature, targets: Iterable[Target]) -> str:
     on = dict(f.on_target)
-    return ", ".join(f"{t.label}: {on.get(t.capability, 'not in fact table')}" for t in targets)
+    status = ", ".join(f"{t.label}: {on.get(t.capability, 'not in fact table')}" for t in targets)
+    return f"{status}; {f.source}" if f.source else status
 
 
 def _features(v: GateView) -> str:

@@ -228,7 +228,7 @@ def test_wgmma_region_gated_to_sm90a_is_hardware(capsys):
     doc = json.loads(capsys.readouterr().out)
     (g,) = [g for g in doc["gates"] if g["file"] == "gemm.cu" and g["line"] == 4]
     assert g["admits"] == ["sm_90a"] and g["kind"] == "derived-macro"
-    assert {f["token"] for f in g["features"]} == {"wgmma.fence", "griddepcontrol.wait"}
+    assert {f["token"] for f in g["features"]} == {"wgmma.fence.sync.aligned", "griddepcontrol.wait"}
     assert g["classification"] == "hardware"
     assert not any(f["rule"] == "ARCH007" for f in doc["findings"])
     (else_branch,) = [g for g in doc["gates"] if g["file"] == "gemm.cu" and g["line"] == 7]
