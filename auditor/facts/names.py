@@ -34,6 +34,27 @@ class Table:
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
+    toolkit: Toolkit
+    relevant: re.Pattern
+    """Bytes pattern: a definition without a match is not evaluated when called (``tokens`` or
+    a toolkit read: a helper that only reads the toolkit decides a gate that calls it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Toolkit:
+    """What reads the CUDA toolkit (``toolkit`` in the data): a coordinate beside the capability."""
+
+    constants: dict[str, str]
+    """External dotted names holding the toolkit's release, with its form (``string``)."""
+    calls: dict[str, str]
+    """Calls by bare name (leading underscores dropped) returning it, with its form
+    (``version``: a comparable version; ``number``: 12090)."""
+    tests: dict[str, str]
+    """Calls by bare name comparing the toolkit with their argument: ``toolkit OP argument``."""
+    compare: dict[str, str]
+    """Calls by bare name comparing two versions: ``first OP second``."""
+    parse: frozenset[str]
+    """External constructors of a comparable version from a string (``packaging.version.Version``)."""
 
 
 @cache
@@ -45,6 +66,7 @@ def _raw() -> dict:
 def table() -> Table:
     raw = _raw()
     api = raw["api"]
+    tk = raw["toolkit"]
     return Table(
         predicates=tuple((re.compile(p["pattern"]), p) for p in raw["predicates"]),
         sources=dict(api["sources"]),
@@ -56,6 +78,14 @@ def table() -> Table:
         returns=dict(api["returns"]),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
+        toolkit=Toolkit(
+            constants=dict(tk["constants"]),
+            calls=dict(tk["calls"]),
+            tests=dict(tk["tests"]),
+            compare=dict(tk["compare"]),
+            parse=frozenset(tk["parse"]),
+        ),
+        relevant=re.compile("|".join(raw["tokens"] + tk["tokens"]).encode()),
     )
 
 

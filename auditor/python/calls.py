@@ -40,6 +40,9 @@ class Calls(Core):
         fnode = child(node, "function")
         args, kwargs, splat = self._arguments(child(node, "arguments"), fr)
         name = callee_name(fnode)
+        bare = name.lstrip("_")
+        if bare in self.toolkit_names:
+            return self.toolkit_call(bare, args)
         if fnode.type == "attribute" and (name in self.table.sources or name in self.table.tests):
             recv = self.eval(child(fnode, "object"), fr)
             if all(isinstance(x, (SelfRef, ExtRef)) or x is UNKNOWN for x in recv.elems):
@@ -130,13 +133,13 @@ class Calls(Core):
             return hit
         if key in self.active or self.depth > MAX_DEPTH:
             return ANY
-        outer, self.dep = self.dep, False
+        outer = self._fresh()
         try:
             v = self._call(mod, node, f, all_args, all_kwargs, key)
             self._store(key, v)
             return v
         finally:
-            self.dep = outer or self.dep
+            self._restore(outer)
 
     def _call(self, mod: Module, node: Node, f: Func, all_args, all_kwargs, key) -> Val:
         self.active.add(key)

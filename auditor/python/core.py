@@ -1,5 +1,5 @@
 """What the evaluator's concerns share: the frames and states they pass around, the caches,
-the capability being evaluated, and the switches between call mode and scan mode.
+the capability and CUDA toolkit being evaluated, and the switches between call mode and scan mode.
 
 The concerns (:mod:`expressions`, :mod:`resolve`, :mod:`calls`, :mod:`externals`,
 :mod:`statements`) are mixins over :class:`Core`, combined in :class:`auditor.python.interp.Interp`:
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tree_sitter import Node
 
+from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.python.symbols import Module, Program
 from auditor.python.values import Cap, ExtRef, Func, Method, Taint, Val
@@ -52,6 +53,12 @@ class State:
     path: Taint | None = None
 
 
+NEWEST = arch.toolkits()[-1].release
+"""The toolkit everything is evaluated with unless a scan asks for another."""
+_BY_TOOLKIT = Val(frozenset())
+"""Cached in place of a result that read the toolkit: that result is in ``per_toolkit``."""
+
+
 class OutOfFuel(Exception):
     """An outermost call ran out of statements: its result is unknown."""
 
@@ -64,12 +71,21 @@ class Core:
         self.prog = prog
         self.relevant = relevant
         self.table = names_mod.table()
+        tk = self.table.toolkit
+        self.toolkit_names = frozenset(tk.calls) | frozenset(tk.tests) | frozenset(tk.compare)
+        """Calls the toolkit table models by their bare name."""
         self.cap: Cap = Cap((0, 0))
         self.dep = False
         """Whether ``cap`` was read since this was last cleared (see :meth:`_cached`)."""
+        self.toolkit = NEWEST
+        """The CUDA toolkit's release (``12.9``): a second coordinate, read far more rarely."""
+        self.tdep = False
+        """Whether ``toolkit`` was read since this was last cleared."""
         self.cache: dict = {}
-        """Results that did not read the capability, by key; ``per_cap`` those that did."""
+        """Results that did not read the capability, by key; ``per_cap`` those that did;
+        ``per_toolkit`` those that read the toolkit, by (capability, toolkit, key)."""
         self.per_cap: dict = {}
+        self.per_toolkit: dict = {}
         self.active: set = set()
         """Keys being computed: a recursion gives an unknown."""
         self.depth = 0
@@ -89,12 +105,15 @@ class Core:
         """Evaluate on ``cap`` from now on (results that do not read it are shared by all)."""
         self.cap = cap
 
-    def observe(self, cap: Cap, fn: Callable[[State], R], st: State) -> tuple[R, bool, list]:
-        """``fn(st)`` on ``cap`` in scan mode, with whether it read the capability (if not, its
-        result holds on every capability) and the (node, value) of each evaluation."""
-        self.cap, self.dep, self.recorded = cap, False, []
+    def observe(
+        self, cap: Cap, fn: Callable[[State], R], st: State, toolkit: str = NEWEST
+    ) -> tuple[R, bool, bool, list]:
+        """``fn(st)`` on ``cap`` and ``toolkit`` in scan mode, with whether it read the capability
+        and the toolkit (if neither, its result holds on every one) and the (node, value) of
+        each evaluation."""
+        self.cap, self.toolkit, self.dep, self.tdep, self.recorded = cap, toolkit, False, False, []
         r = fn(st)
-        return r, self.dep, self.recorded
+        return r, self.dep, self.tdep, self.recorded
 
     @contextmanager
     def scanning(self) -> Iterator[None]:
@@ -112,18 +131,36 @@ class Core:
 
     # ------------------------------------------------------------------ caching
     def _cached(self, key) -> Val | None:
-        """A result computed before on this capability, or on any when it did not read it."""
+        """A result computed before on this capability, or on any when it did not read it (on
+        this capability and toolkit when it read the toolkit)."""
         hit = self.per_cap.get((self.cap, key))
         if hit is not None:
             self.dep = True
-            return hit
-        return self.cache.get(key)
+        else:
+            hit = self.cache.get(key)
+        if hit is _BY_TOOLKIT:
+            self.dep = self.tdep = True
+            return self.per_toolkit.get((self.cap, self.toolkit, key))
+        return hit
 
     def _store(self, key, v: Val) -> None:
+        if self.tdep:
+            self.per_toolkit[(self.cap, self.toolkit, key)] = v
+            v = _BY_TOOLKIT
         if self.dep:
             self.per_cap[(self.cap, key)] = v
         else:
             self.cache[key] = v
+
+    def _fresh(self) -> tuple[bool, bool]:
+        """Note reads afresh for one result to cache; :meth:`_restore` adds the outer ones back."""
+        outer = self.dep, self.tdep
+        self.dep = self.tdep = False
+        return outer
+
+    def _restore(self, outer: tuple[bool, bool]) -> None:
+        self.dep = outer[0] or self.dep
+        self.tdep = outer[1] or self.tdep
 
     if TYPE_CHECKING:  # what the concerns ask of each other (defined in the mixins)
 
@@ -140,6 +177,7 @@ class Core:
         def name_table(self, name: str) -> Val: ...
         def external(self, x: ExtRef, args: Any, kwargs: Any, splat: bool) -> Val: ...
         def external_attr(self, x: object, attr: str) -> Val: ...
+        def toolkit_call(self, name: str, args: Any) -> Val: ...
         def method(self, m: Method, args: Any) -> Val: ...
 
 

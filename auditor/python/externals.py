@@ -1,9 +1,11 @@
 """What the evaluator knows of code outside the input: the platform APIs that report the
-device capability (as data in the name table), the predicates known by name, the builtins
-and ``str`` methods that are pure, ``functools.partial`` and caching wrappers.
+device capability and what reads the CUDA toolkit (as data in the name table), the predicates
+known by name, the builtins and ``str`` methods that are pure, versions, ``functools.partial``
+and caching wrappers.
 
 Reading the capability here is what makes a value arch-dependent: it sets ``dep`` (the result
-is cached per capability) and taints the value with how it was read.
+is cached per capability) and taints the value with how it was read. Reading the toolkit sets
+``tdep`` only: the toolkit is a coordinate a gate is evaluated over, not what makes it a gate.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from auditor.python.values import (
     Props,
     Taint,
     Val,
+    Ver,
     Wrapper,
     compare,
     is_data,
@@ -33,6 +36,7 @@ from auditor.python.values import (
     taint,
     taints,
     val,
+    version,
 )
 
 _CAP_TAINT = taint(GateKind.CAPABILITY_COMPARE, ResolvedBy.LITERAL)
@@ -92,6 +96,8 @@ class Externals(Core):
         t = self.table
         if x.path in t.returns:
             return val(t.returns[x.path])
+        if x.path in t.toolkit.parse and args:
+            return make((x if isinstance(x, Ver) else version(x) for x in args[0].elems), args[0].taint)
         if last in t.partial and args:
             fn = args[0]
             out = [
@@ -125,7 +131,14 @@ class Externals(Core):
         """An attribute of something the input does not define: a capability, device properties, a str."""
         if isinstance(x, ExtRef):
             path = f"{x.path}.{attr}"
+            if path in self.table.toolkit.constants:
+                return self.toolkit_value(self.table.toolkit.constants[path])
             return val(self.table.constants[path]) if path in self.table.constants else val(ExtRef(path))
+        if isinstance(x, Ver):
+            if attr in _VERSION_PARTS:
+                i = _VERSION_PARTS[attr]
+                return val(x[i] if i < len(x) else 0)
+            return val(tuple(x)) if attr == "release" else ANY
         if isinstance(x, Cap):
             if attr == "major":
                 return val(x[0])
@@ -149,6 +162,26 @@ class Externals(Core):
         self.dep = True
         label = _label(self.cap)
         return Val(BOOL.elems if label in caps else frozenset({False}), _NAME_TAINT)
+
+    def toolkit_value(self, form: str) -> Val:
+        """The toolkit's version in one of the forms the data names (the toolkit is read)."""
+        self.tdep = True
+        major, minor = (int(x) for x in self.toolkit.split("."))
+        if form == "string":
+            return val(self.toolkit)
+        if form == "number":
+            return val(major * 1000 + minor * 10)
+        return val(Ver((major, minor)))
+
+    def toolkit_call(self, name: str, args) -> Val:
+        """A call the toolkit table knows by name (one of ``toolkit_names``): the toolkit's
+        version, a test of it against the argument, or a comparison of two versions."""
+        tk = self.table.toolkit
+        if name in tk.calls:
+            return self.toolkit_value(tk.calls[name])
+        if name in tk.tests:
+            return _versions(tk.tests[name], self.toolkit_value("version"), args[0] if args else ANY)
+        return _versions(tk.compare[name], *args) if len(args) == 2 else ANY
 
     def api(self, name: str, args, kwargs) -> Val:
         """A platform API: the capability itself, the device properties, or a test of the capability
@@ -228,6 +261,18 @@ class Externals(Core):
                 return val(f"{recv[0]}.{recv[1]}")
             return ANY
         return _apply(getattr(recv, m.name), args)
+
+
+_VERSION_PARTS = {"major": 0, "minor": 1, "micro": 2}
+
+
+def _versions(op: str, a: Val, b: Val) -> Val:
+    """``parse(a) OP parse(b)`` of two versions given as strings or versions."""
+
+    def parsed(v: Val) -> Val:
+        return make((x if isinstance(x, Ver) else version(x) for x in v.elems), v.taint)
+
+    return compare(op, parsed(a), parsed(b))
 
 
 def _label(cap: Cap) -> str:

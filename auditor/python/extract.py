@@ -124,7 +124,7 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None):
     """
     tokens = names.table().tokens
     prog = Program(files)
-    relevant = Relevance(tokens)
+    relevant = Relevance(names.table().relevant)
     pending, rest = _split(files, tokens, prog.errors)
     known: set[str] = set()
     settled: dict[int, frozenset[str]] = {}
@@ -346,6 +346,7 @@ def _finish(mod: Module, found: list[Found], input_name: str) -> list[model.Gate
                 surely=g.surely,
                 name_implies=g.name_implies,
                 body_lines=g.body_lines,
+                toolkits=g.toolkits,
                 input=input_name,
                 package=mod.path.split("/", 1)[0],
             )

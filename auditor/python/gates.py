@@ -18,8 +18,9 @@ from tree_sitter import Node
 from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
+from auditor.python.core import NEWEST
 from auditor.python.interp import Interp
-from auditor.python.scan import Rec, Scanner
+from auditor.python.scan import OLDER, Older, Rec, Scanner
 from auditor.python.symbols import Module
 from auditor.python.syntax import callee_name, child, context_of, line_of, one_line
 from auditor.python.values import Taint, capability
@@ -50,6 +51,7 @@ _BOUNDARY = {
     "for_in_clause",
 }
 _TEST_PARENTS = {"if_statement", "elif_clause", "while_statement"}
+_EITHER = frozenset({True, False})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,7 @@ class Found:
     surely: tuple[str, ...] = ()
     name_implies: tuple[str, ...] = ()
     body_lines: tuple[int, int] = (0, 0)
+    toolkits: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
@@ -162,6 +165,10 @@ class Assembler:
         expression = one_line(self.mod.data[start.start_byte : end.end_byte].decode("utf-8", "replace"), 400)
         kind = _kind(self._taint(sites[0]).kinds)
         admits, surely, chain = self._effective(node)
+        earlier = _earlier_conditions(node)
+        toolkits = self._toolkits(
+            node, lambda p: True in self._at(node, p) and all(False in self._at(e, p) for e in earlier)
+        )
         guards = self._guards(node)
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
@@ -189,6 +196,7 @@ class Assembler:
             surely=surely if guards == Guards.REJECT else (),
             name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
+            toolkits=toolkits,
         )
 
     def _taint(self, node: Node) -> Taint:
@@ -245,6 +253,26 @@ class Assembler:
         if r is None:
             return frozenset({True, False})
         return r.truths.get(capability(label), frozenset({True, False}))
+
+    def _at(self, node: Node | None, point) -> frozenset:
+        r = self.recs.get(node.id) if node is not None else None
+        return _EITHER if r is None else r.truths.get(point, _EITHER)
+
+    def _toolkits(self, node: Node, admitted) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The capabilities that only some toolkits admit (``admitted(point)``), with the releases
+        that do; only where ``node`` was evaluated under every toolkit (its scope read one)."""
+        r = self.recs.get(node.id)
+        if r is None or not OLDER:
+            return ()
+        out = []
+        for label in self.caps:
+            cap = capability(label)
+            if Older(cap, OLDER[0]) not in r.truths:
+                continue
+            admitting = tuple(k for k in OLDER if admitted(Older(cap, k))) + ((NEWEST,) if admitted(cap) else ())
+            if admitting and len(admitting) != len(OLDER) + 1:
+                out.append((label, admitting))
+        return tuple(out)
 
     def _effective(self, node: Node) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
         """Admitted set of the branch (for ``elif``, the earlier conditions must be able to be
@@ -316,7 +344,8 @@ class Assembler:
             if not tainted:
                 continue
             admits = tuple(c for c in self.caps if all(False in self._truths(e, c) for e in conds))
-            if len(admits) == len(self.caps):
+            toolkits = self._toolkits(tainted[0], lambda p: all(False in self._at(e, p) for e in conds))  # noqa: B023
+            if len(admits) == len(self.caps) and not toolkits:
                 continue
             parts = []
             kinds: set = set()
@@ -358,6 +387,7 @@ class Assembler:
                     else Guards.TAKE,
                     name_implies=self._name_implies(t.names),
                     body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
+                    toolkits=toolkits,
                 )
             )
         return out

@@ -62,13 +62,13 @@ class Names(Core):
         bindings = mod.bindings.get(name)
         if bindings and (key in self.active or self.depth > MAX_DEPTH):
             return ANY
-        outer, self.dep = self.dep, False
+        outer = self._fresh()
         try:
             v = self._global_value(mod, name, seen, key, bindings) if bindings else self._from_stars(mod, name, seen)
             self._store(key, v)
             return v
         finally:
-            self.dep = outer or self.dep
+            self._restore(outer)
 
     def _global_value(self, mod: Module, name: str, seen: frozenset, key, bindings) -> Val:
         self.active.add(key)
@@ -221,7 +221,7 @@ class Names(Core):
             return hit
         if key in self.active:
             return ANY
-        outer, self.dep = self.dep, False
+        outer = self._fresh()
         self.active.add(key)
         try:
             vals = []
@@ -233,7 +233,7 @@ class Names(Core):
             return v
         finally:
             self.active.discard(key)
-            self.dep = outer or self.dep
+            self._restore(outer)
 
     def _may_matter(self, mod: Module, rhs: Node, info: ClassInfo) -> bool:
         """Whether an assigned value may depend on the arch: it mentions an arch token or

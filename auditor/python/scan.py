@@ -11,6 +11,11 @@ repeated for each of them. Compound statements are walked here, their bodies onc
 
 Whether code is live only decides which branches' variables meet after an ``if``: a
 statement evaluates the same in live and dead code. Path taint plays no part in a scan.
+
+The CUDA toolkit is a second coordinate, read by few scopes: a scope is walked with every
+capability under the newest toolkit, and only when that walk read the toolkit is it walked
+again, in its place, with every capability under every toolkit (an :class:`Older` point for
+each older one).
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tree_sitter import Node
 
-from auditor.python.core import Frame, State
+from auditor import arch
+from auditor.python.core import NEWEST, Frame, State
 from auditor.python.interp import Interp
 from auditor.python.symbols import Module
 from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, try_parts
@@ -45,8 +52,25 @@ from auditor.python.values import (
 )
 
 States = dict
-"""``{capability: State}`` in capability order; capabilities with the same variables and
-liveness share one State (and one variables dict, which is never changed once made)."""
+"""``{point: State}`` in point order; points with the same variables and liveness share one
+State (and one variables dict, which is never changed once made)."""
+
+OLDER = tuple(k.release for k in arch.toolkits() if k.release != NEWEST)
+"""The toolkits before the newest, oldest first."""
+
+
+class Older(NamedTuple):
+    """A point of a scan: a capability under an older toolkit. A capability alone is a point
+    too: under the newest toolkit, whose answers are the verdicts."""
+
+    cap: Cap
+    toolkit: str
+
+
+def with_toolkits(caps) -> list:
+    """Every capability under every toolkit, in point order."""
+    return [p for c in caps for p in (*(Older(c, r) for r in OLDER), c)]
+
 
 _WORD = re.compile(r"\w+")
 _MISSING = object()
@@ -54,7 +78,7 @@ _MISSING = object()
 
 @dataclass(slots=True)
 class Rec:
-    """What one node evaluated to: truth values per capability, taint and truth-valuedness over all."""
+    """What one node evaluated to: truth values per point, taint and truth-valuedness over all."""
 
     node: Node
     truths: dict = field(default_factory=dict)
@@ -68,16 +92,21 @@ class Scanner:
     def __init__(self, it: Interp, caps: tuple[Cap, ...]) -> None:
         self.it = it
         self.caps = caps
-        self.order = {c: i for i, c in enumerate(caps)}
-        self.log: list[tuple[tuple[Cap, ...], list]] = []
-        """(capabilities, [(node, value), ...]) of each evaluation, in walk order."""
+        self.order = {p: i for i, p in enumerate(with_toolkits(caps))}
+        self.log: list[tuple[tuple, list]] = []
+        """(points, [(node, value), ...]) of each evaluation, in walk order."""
+        self.read_toolkit = False
+        """Whether the scope being walked read the toolkit so far."""
         self.states: dict = {}
         self.words: dict[int, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ scopes
     def body(self, mod: Module, stmts, cls: str | None = None) -> None:
         """Module or class-level statements (definitions only bound: they are scopes of their own)."""
-        states = self.start(self.caps)
+        self._per_toolkit(self.caps, lambda points: self._body(mod, stmts, cls, points))
+
+    def _body(self, mod: Module, stmts, cls: str | None, points) -> None:
+        states = self.start(points)
         fr = Frame(mod, None, cls)
         for s in stmts:
             inner = child(s, "definition") if s.type == "decorated_definition" else s
@@ -94,8 +123,22 @@ class Scanner:
         """A function body with unknown arguments (``self`` known)."""
         if cls is None:
             cls = self.it.class_of(mod, node)
-        states = self.run(self.start(caps), node, lambda st: self._parameters(mod, node, cls, st))
+        self._per_toolkit(caps, lambda points: self._function(mod, node, points, parent, cls))
+
+    def _function(self, mod: Module, node: Node, points, parent: Frame | None, cls: str | None) -> None:
+        states = self.run(self.start(points), node, lambda st: self._parameters(mod, node, cls, st))
         self.walk(child(node, "body").named_children, states, Frame(mod, None, cls, parent))
+
+    def _per_toolkit(self, points: Sequence, walk) -> None:
+        """``walk(points)``; when that read the toolkit and the points are capabilities alone,
+        again under every toolkit, in place of the first walk. A nested scope's reads are its own."""
+        outer, self.read_toolkit = self.read_toolkit, False
+        mark = len(self.log)
+        walk(points)
+        if self.read_toolkit and not any(type(p) is Older for p in points):
+            del self.log[mark:]
+            walk(with_toolkits(points))
+        self.read_toolkit = outer
 
     def _parameters(self, mod: Module, node: Node, cls: str | None, st: State) -> State:
         it = self.it
@@ -242,8 +285,12 @@ class Scanner:
         for env, caps in self.partition(states, node):
             outs: list = []
             for i, cap in enumerate(caps):
-                r, dep, recorded = it.observe(cap, fn, State(dict(env), True, None))
-                whole = i == 0 and not dep
+                if type(cap) is Older:
+                    r, dep, tdep, recorded = it.observe(cap.cap, fn, State(dict(env), True, None), cap.toolkit)
+                else:
+                    r, dep, tdep, recorded = it.observe(cap, fn, State(dict(env), True, None))
+                self.read_toolkit = self.read_toolkit or tdep
+                whole = i == 0 and not dep and not tdep
                 share = caps if whole else (cap,)
                 if recorded:
                     self.log.append((tuple(share), recorded))
@@ -312,7 +359,8 @@ class Scanner:
     # ------------------------------------------------------------------ records
     def records(self) -> dict[int, Rec]:
         """Per node evaluated to a tainted value (or tested as a condition), what every
-        evaluation of it gave, per capability; taints joined in capability order."""
+        evaluation of it gave, per point; taints joined in capability order, the newest
+        toolkit's first (what an older toolkit decides depends on the arch too)."""
         conditions = self.it.conditions
         marked = {node.id for _, log in self.log for node, v in log if v.taint is not None or node.id in conditions}
         recs: dict[int, Rec] = {}
@@ -332,8 +380,13 @@ class Scanner:
                     per_cap[c] = merge(per_cap.get(c), v.taint)
                 r.boolish = r.boolish and is_boolish(v)
         for nid, r in recs.items():
+            per_point = taints[nid]
             for c in self.caps:
-                r.taint = merge(r.taint, taints[nid].get(c))
+                r.taint = merge(r.taint, per_point.get(c))
+            if len(per_point) > len(self.caps):  # evaluated under older toolkits too
+                for p, t in per_point.items():
+                    if type(p) is Older:
+                        r.taint = merge(r.taint, t)
         return recs
 
 

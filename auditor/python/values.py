@@ -12,6 +12,7 @@ value whose truth is known, as ``x and y`` yields when ``x`` is unknown).
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,47 @@ class Cap(tuple):
     ``.major``/``.minor``/``.to_int()`` of the platform ``DeviceCapability`` wrappers."""
 
     __slots__ = ()
+
+
+class Ver(tuple):
+    """A version's release numbers (``packaging.version.Version("12.9")``, a toolkit's version
+    as a helper returns it): compared with another version as packaging compares them
+    (``12.0 == 12``), with a plain tuple as the tuple of ints some helpers return."""
+
+    __slots__ = ()
+
+    def _key(self) -> tuple:
+        n = len(self)
+        while n > 1 and self[n - 1] == 0:
+            n -= 1
+        return tuple(self[:n])
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def _version_op(name: str):
+    plain = getattr(tuple, name)
+
+    def op(self, other):
+        if isinstance(other, Ver):
+            return plain(self._key(), other._key())
+        return plain(self, other)
+
+    return op
+
+
+for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(Ver, _name, _version_op(_name))
+
+_RELEASE = re.compile(r"v?(\d+(?:\.\d+)*)")
+
+
+def version(text) -> object:
+    """``Version(text)`` of a release like ``12.9``; UNKNOWN for anything else (a pre-release,
+    a string the reading does not know)."""
+    m = _RELEASE.fullmatch(text.strip()) if isinstance(text, str) else None
+    return UNKNOWN if m is None else Ver(int(x) for x in m.group(1).split("."))
 
 
 @dataclass(frozen=True, slots=True)

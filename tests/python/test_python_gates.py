@@ -54,6 +54,9 @@ def test_known_answer(tree, want):
     for field in ("admits", "name_implies", "unknowns", "body_lines", "surely"):
         if field in want:
             assert list(getattr(g, field)) == list(want[field]), (field, g)
+    if "toolkits" in want:
+        releases = {label: [str(r) for r in rs] for label, rs in want["toolkits"].items()}
+        assert {label: list(rs) for label, rs in g.toolkits} == releases, ("toolkits", g)
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda p: p.stem)
