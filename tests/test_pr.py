@@ -173,7 +173,7 @@ def test_pr_lists_exactly_the_two_added_gates_with_verdicts(repo, capsys):
         }
         assert c["delta"] == ["newly excludes 12.0", "newly excludes 12.1"]
     jit = next(c for c in doc["changes"] if c["file"] == "comm/jit.py")
-    assert jit["new"]["domain"] == "device" and jit["new"]["admits"] == ["9.0", "10.0", "10.3"]
+    assert jit["new"]["domain"] == "device" and jit["new"]["admits"] == ["9.0", "10.0", "10.1", "10.3", "10.7"]
     cuda = next(c for c in doc["changes"] if c["file"] == "comm/comm.cuh")
     assert "sm_120" not in cuda["new"]["admits"] and "sm_90" in cuda["new"]["admits"]
     assert [f["token"] for f in cuda["new"]["features"]] == ["cudaGridDependencySynchronize"]

@@ -81,7 +81,7 @@ def test_explain_python_list_and_json(capsys):
         cli.main(["explain", f"{TREE}::pkg/jit/comm.py:6", "--no-cache", "--target", "12.1", "--format", "json"]) == 0
     )
     (doc,) = json.loads(capsys.readouterr().out)
-    assert doc["kind"] == "major-list" and doc["admits"] == ["9.0", "10.0", "10.3"]
+    assert doc["kind"] == "major-list" and doc["admits"] == ["9.0", "10.0", "10.1", "10.3", "10.7"]
     assert doc["verdicts"] == {"12.1": "excludes"}
     assert [f["rule"] for f in doc["findings"]] == ["ARCH002"]
 
