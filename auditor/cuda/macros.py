@@ -135,22 +135,30 @@ class Evaluator:
         """Non-arch names every point defines: not unknowns."""
         self._memo: dict[str, Evaluation] = {}
         self._macro_memo: dict[str, _MacroState] = {}
+        self._under_memo: dict[str, frozenset[str]] = {}
+        self._before_memo: dict[tuple[str, str], _MacroState] = {}
         self._in_progress: set[str] = set()
 
     def evaluate(self, text: str) -> Evaluation:
         """Per-target value of one condition (True, False or None for unknown)."""
         hit = self._memo.get(text)
         if hit is None:
-            hit = self._memo[text] = self._evaluate(parse_condition(text), self_name=None)
+            hit = self._memo[text] = self._evaluate(parse_condition(text), self_name=None, inside=text)
         return hit
 
-    def _evaluate(self, node: cexpr.Node, self_name: str | None) -> Evaluation:
-        raw, unknowns, derived = self._raw(node, self_name)
+    def _evaluate(self, node: cexpr.Node, self_name: str | None, inside: str | None = None) -> Evaluation:
+        raw, unknowns, derived = self._raw(node, self_name, inside)
         values = tuple(None if v is None else v[0] != 0 for v in raw)
         return Evaluation(values, frozenset(unknowns), frozenset(derived))
 
-    def _raw(self, node: cexpr.Node, self_name: str | None) -> tuple[list[cexpr.Value], set[str], set[str]]:
-        """Integer value per target, with the unknown and derived names it went through."""
+    def _raw(
+        self, node: cexpr.Node, self_name: str | None, inside: str | None = None
+    ) -> tuple[list[cexpr.Value], set[str], set[str]]:
+        """Integer value per target, with the unknown and derived names it went through.
+
+        ``inside`` is the text of the ``#if`` being evaluated: a macro's definitions nested
+        under that very ``#if`` come after it, so they cannot decide it (``#if !defined(X) &&
+        ... / #define X``, CUTLASS's config blocks); the macro's other definitions still do."""
         unknowns: set[str] = set()
         derived: set[str] = set()
         states = {}
@@ -158,7 +166,7 @@ class Evaluator:
             if n == self_name:
                 continue
             if n in self.table.derived:
-                st = self.macro(n)
+                st = self._macro_before(n, inside) if inside in self._under(n) else self.macro(n)
                 states[n] = st
                 derived.add(n)
                 unknowns |= st.unknowns
@@ -245,8 +253,28 @@ class Evaluator:
                         out[i] = None
         return list(out)
 
-    def _compute(self, name: str) -> _MacroState:
-        """One derived macro from its definitions (its dependencies already resolved)."""
+    def _under(self, name: str) -> frozenset[str]:
+        """The ``#if`` texts some definition of a macro is nested under."""
+        hit = self._under_memo.get(name)
+        if hit is None:
+            hit = self._under_memo[name] = frozenset(
+                text for _, d in self.table.definitions.get(name, []) for text, _ in d.constraints
+            )
+        return hit
+
+    def _macro_before(self, name: str, text: str) -> _MacroState:
+        """A derived macro as its definitions outside the ``#if`` ``text`` make it."""
+        key = (name, text)
+        hit = self._before_memo.get(key)
+        if hit is None:
+            for dep in self._dependencies(name):
+                self.macro(dep)
+            hit = self._before_memo[key] = self._compute(name, skip=text)
+        return hit
+
+    def _compute(self, name: str, skip: str | None = None) -> _MacroState:
+        """One derived macro from its definitions (its dependencies already resolved), leaving
+        out those nested under the ``#if`` ``skip``."""
         n = len(self.targets)
         defined: list[Tri] = [False] * n
         values: list[cexpr.Value] = [None] * n
@@ -256,6 +284,8 @@ class Evaluator:
         for _path, d in self.table.definitions.get(name, []):
             if d.body is None:
                 continue  # `#undef`: order-dependent; the definitions decide (noted in docs)
+            if skip is not None and any(text == skip for text, _ in d.constraints):
+                continue
             reach = self._reach(d.constraints, name, unknowns, derived)
             body_values: list[cexpr.Value] = [None] * n
             if d.body and not d.function_like:
@@ -287,7 +317,7 @@ class Evaluator:
             except cexpr.ConditionError:
                 reach = [None if r is not False else False for r in reach]
                 continue
-            ev = self._evaluate(node, self_name)
+            ev = self._evaluate(node, self_name, inside=text)
             unknowns |= ev.unknowns
             derived |= ev.derived
             for i, v in enumerate(ev.values):

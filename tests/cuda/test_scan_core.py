@@ -75,6 +75,11 @@ def test_derived_macro_resolves_to_exactly_sm90a():
     assert dict(g[11].toolkits) == {"sm_100a": ("13.0", "13.1", "13.2", "13.3", "13.4", "13.5")}
     # CUTLASS's sm_101f flags exist only with CUDA 12.9 (13.0 renamed sm_101 to sm_110): not dead
     assert g[17].admits == ("sm_101a", "sm_101f") and dict(g[17].toolkits) == {"sm_101a": ("12.9",)}
+    # a flag nested under an `#if !defined(FLAG_ITSELF) ...` that defines it: the definitions
+    # under that #if come after it and cannot decide it, so sm_90a takes the block
+    assert g[20].admits == ("sm_90a",) and g[20].unknowns == ()
+    config = gates_by_line(result, "arch_config.h")
+    assert [x.admits for x in config.values() if "!defined(MYLIB_SM90_ENABLED)" in x.expression] == [("sm_90", "sm_90a")]
     assert 14 not in g  # defined only as a host/device split
     assert not any(x.file == "arch_config.h" and x.line == 2 for x in result.gates)  # include guard
 
