@@ -56,6 +56,7 @@ GATE_FIELDS = (
     "guards",
     "name_implies",
     "compact",
+    "toolkits",
 )
 """A gate's row in the page data is a list in this order (names would repeat 20k times)."""
 _SCRIPT_UNSAFE = re.compile(rf"[<>&{INVISIBLE}]")
@@ -193,6 +194,7 @@ def view(result: AuditResult) -> dict:
             "guards": strings(g.guards),
             "name_implies": [strings(a) for a in g.name_implies],
             "compact": strings(arch.compact(g.domain, g.admits)),
+            "toolkits": [[strings(label), strings(note)] for label, note in verdicts.toolkit_notes(g, targets).items()],
         }
         gates.append([row[k] for k in GATE_FIELDS])
     code = {}

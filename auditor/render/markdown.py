@@ -14,8 +14,9 @@ from itertools import groupby
 from urllib.parse import quote
 
 from auditor import arch
-from auditor.model import AuditResult, Severity
+from auditor.model import AuditResult, Gate, Severity, Target
 from auditor.render import report
+from auditor.verdicts import toolkit_notes
 
 LIMIT = 65_536 - 512
 """GitHub's comment limit, less room for the marker and a note the poster may add."""
@@ -99,13 +100,19 @@ def _rows(result: AuditResult, base: str) -> list[Row]:
                     severity=worst,
                     where=link(base, g.file, g.line),
                     expression=code(_shorten(g.expression)),
-                    admits=_plain(arch.compact(g.domain, g.admits)),
+                    admits=_plain(arch.compact(g.domain, g.admits) + _toolkits(g, result.targets)),
                     rules=", ".join(sorted({f.rule for f in fs})) or "—",
                     classification=report.classification(fs) or "—",
                 ),
             )
         )
     return [r for _, r in sorted(rows, key=lambda kr: kr[0])]
+
+
+def _toolkits(g: Gate, targets: tuple[Target, ...]) -> str:
+    """``" (12.1: CUDA ≥ 12.9)"`` where the toolkit changes a requested target's answer."""
+    notes = toolkit_notes(g, targets)
+    return " (" + "; ".join(f"{t}: {n}" for t, n in notes.items()) + ")" if notes else ""
 
 
 def _shorten(text: str, width: int = 120) -> str:

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from auditor.model import AuditResult, Finding, Gate, RuleInfo, Severity
 from auditor.render.report import rules_of
+from auditor.verdicts import toolkit_notes
 
 VERSION = "2.1.0"
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -79,6 +80,9 @@ def _result(f: Finding, gate: Gate | None, index: int, base: str, targets) -> di
                 "targets": [t.label for t in targets],
             }
         )
+        notes = toolkit_notes(gate, targets)
+        if notes:
+            out["properties"]["toolkits"] = notes
         related = [
             dict(
                 _location(base, r.file, r.line), id=n, message={"text": f"{r.name}: {r.detail}" if r.detail else r.name}
