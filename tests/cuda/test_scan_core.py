@@ -79,7 +79,9 @@ def test_derived_macro_resolves_to_exactly_sm90a():
     # under that #if come after it and cannot decide it, so sm_90a takes the block
     assert g[20].admits == ("sm_90a",) and g[20].unknowns == ()
     config = gates_by_line(result, "arch_config.h")
-    assert [x.admits for x in config.values() if "!defined(MYLIB_SM90_ENABLED)" in x.expression] == [("sm_90", "sm_90a")]
+    assert [x.admits for x in config.values() if "!defined(MYLIB_SM90_ENABLED)" in x.expression] == [
+        ("sm_90", "sm_90a")
+    ]
     assert 14 not in g  # defined only as a host/device split
     assert not any(x.file == "arch_config.h" and x.line == 2 for x in result.gates)  # include guard
 
