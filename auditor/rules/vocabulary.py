@@ -22,7 +22,7 @@ from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
-from auditor.model import Classification, Domain, Feature, Gate, Language, ResolvedBy, Target
+from auditor.model import Classification, Domain, Feature, Gate, GateKind, Language, ResolvedBy, Target
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
@@ -225,6 +225,23 @@ def earlier_branch_takes_target(v: GateView) -> bool:
     return bool(v.excluded) and all(any(not turns_away(e, t) for e in v.relatives.earlier) for t in v.excluded)
 
 
+def names_the_target(v: GateView) -> bool:
+    """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
+    the ``else`` of ``is_blackwell()``): the condition is written about the target, not a list
+    that forgot it."""
+    named = {c for word in set(_WORD.findall(v.gate.expression)) for c in names.promised(word) or ()}
+    return any(t.capability in named or _cap(t.capability).major in {_cap(c).major for c in named} for t in v.excluded)
+
+
+def fallback_below(v: GateView) -> bool:
+    """A predicate test that admits every capability below a bound and none above it (``not
+    (self.cutlass_fp8_supported)``): the complement of a test for the newer devices, the path
+    older GPUs take, not an allow-list."""
+    caps = v.capabilities
+    domain = v.domain_capabilities
+    return v.gate.kind == GateKind.PREDICATE_CALL and bool(caps) and tuple(caps) == tuple(domain[: len(caps)])
+
+
 def has_unknowns(v: GateView) -> bool:
     """The verdict depends on identifiers that are neither arch macros nor resolved."""
     return bool(v.gate.unknowns)
@@ -267,6 +284,8 @@ PREDICATES: dict[str, Predicate] = {
     "admits_beyond_name": admits_beyond_name,
     "defines_its_name": defines_its_name,
     "earlier_branch_takes_target": earlier_branch_takes_target,
+    "names_the_target": names_the_target,
+    "fallback_below": fallback_below,
     "has_unknowns": has_unknowns,
     "binaries_cannot_load": binaries_cannot_load,
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
