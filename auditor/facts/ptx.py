@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 
+from auditor import arch
+
 _ANY = r"(?:\.[^\s.]+)*"
 """How a generated pattern stands for "any other qualifiers"."""
 _END = r"(?=[\s;]|$)"
@@ -45,12 +47,6 @@ class Judgement:
     min_arch: str
     source: str
     """The fact cited: toolkit, variant, accepting targets, the first rejection's error."""
-
-
-def capability_of(target: str) -> str:
-    """``sm_120a`` -> ``12.0``."""
-    number = int(re.sub(r"\D", "", target))
-    return f"{number // 10}.{number % 10}"
 
 
 def _version(v: str) -> tuple[int, ...]:
@@ -130,7 +126,7 @@ def judge(opcode: str, capabilities: tuple[str, ...]) -> Judgement:
     on: list[tuple[str, str]] = []
     rejected = ""
     for cap in capabilities:
-        variants = [t for t in targets if capability_of(t) == cap]
+        variants = [t for t in targets if arch.capability_of(t) == cap]
         ok = [t for t in variants if t in accepted]
         if not variants:
             continue

@@ -16,7 +16,6 @@ from auditor.model import (
     AuditResult,
     DefinitionChange,
     DiffResult,
-    Finding,
     Gate,
     GateChange,
     Guards,
@@ -25,7 +24,7 @@ from auditor.model import (
     Verdict,
 )
 from auditor.render import markdown, report
-from auditor.render.json import gate_document
+from auditor.render.json import finding_document, gate_document
 
 SCHEMA = "archaudit-diff/1"
 MARKER = "<!-- archaudit -->"
@@ -171,19 +170,6 @@ def render_text(d: DiffResult) -> str:
 # -- JSON ----------------------------------------------------------------------------------
 
 
-def _finding_doc(f: Finding) -> dict:
-    return {
-        "rule": f.rule,
-        "severity": f.severity,
-        "gate": f.gate,
-        "file": f.file,
-        "line": f.line,
-        "message": f.message,
-        "confidence": f.confidence,
-        "classification": f.classification,
-    }
-
-
 def _change_doc(c: GateChange, targets) -> dict:
     return {
         "status": c.status,
@@ -197,7 +183,7 @@ def _change_doc(c: GateChange, targets) -> dict:
         "causes": list(c.causes),
         "old": gate_document(c.old, targets) if c.old else None,
         "new": gate_document(c.new, targets) if c.new else None,
-        "findings": [_finding_doc(f) for f in c.findings],
+        "findings": [finding_document(f) for f in c.findings],
     }
 
 
@@ -240,7 +226,7 @@ def document(d: DiffResult) -> dict:
             for dc in d.definitions
         ],
         "changes": [_change_doc(c, d.targets) for c in d.changes],
-        "findings": [_finding_doc(f) for f in d.findings],
+        "findings": [finding_document(f) for f in d.findings],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in d.errors],
     }
 

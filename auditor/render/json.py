@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from auditor import arch
-from auditor.model import AuditResult, Binary, Domain, Gate, Verdict
+from auditor.model import AuditResult, Binary, Domain, Finding, Gate, Verdict
 from auditor.verdicts import classify, toolkit_notes, verdicts
 
 SCHEMA = "archaudit/1"
@@ -59,6 +59,20 @@ def gate_document(gate: Gate, targets) -> dict:
     return doc
 
 
+def finding_document(f: Finding) -> dict:
+    """One finding as the contract spells it (scan and diff documents alike)."""
+    return {
+        "rule": f.rule,
+        "severity": f.severity,
+        "gate": f.gate,
+        "file": f.file,
+        "line": f.line,
+        "message": f.message,
+        "confidence": f.confidence,
+        "classification": f.classification,
+    }
+
+
 def document(result: AuditResult) -> dict:
     """The whole result as a JSON-ready dict."""
     return {
@@ -67,19 +81,7 @@ def document(result: AuditResult) -> dict:
         "targets": [t.label for t in result.targets],
         "inputs": [{"path": i.path, "kind": i.kind} for i in result.inputs],
         "gates": [gate_document(g, result.targets) for g in result.gates],
-        "findings": [
-            {
-                "rule": f.rule,
-                "severity": f.severity,
-                "gate": f.gate,
-                "file": f.file,
-                "line": f.line,
-                "message": f.message,
-                "confidence": f.confidence,
-                "classification": f.classification,
-            }
-            for f in result.findings
-        ],
+        "findings": [finding_document(f) for f in result.findings],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
         **({"binaries": [binary_document(b) for b in result.binaries]} if result.binaries else {}),
     }

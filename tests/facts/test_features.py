@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from auditor import cli
+from auditor import arch, cli
 from auditor.facts import code, ptx
 from auditor.facts.features import scan_region
 from tests.conftest import FIXTURES, wheel
@@ -102,7 +102,7 @@ def test_every_probe_judges_its_own_instruction_as_ptxas_did():
         j = ptx.judge(opcode, CAPS)
         accepted = probe["results"][toolkit]["accepted"]
         for cap, status in j.on_target:
-            ok = [t for t in targets if ptx.capability_of(t) == cap and t in accepted]
+            ok = [t for t in targets if arch.capability_of(t) == cap and t in accepted]
             assert (status == "no") == (not ok), (probe["id"], cap, status)
             assert status != "unknown", probe["id"]
 
