@@ -118,7 +118,8 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
         admitting = {
             r for m in members if m in noted or m in gate.admits for r in noted.get(m) or _having(m, gate.domain)
         }
-        out[t.label] = _releases([r for r in having if r in admitting], having)
+        if set(having) - admitting:  # some toolkit that has the target turns it away
+            out[t.label] = _releases([r for r in having if r in admitting], having)
     return out
 
 

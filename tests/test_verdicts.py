@@ -38,6 +38,12 @@ def _gate(condition: str) -> Gate:
             {},
         ),
         ("__CUDA_ARCH__ >= 900", {}),
+        # only 12.8's sm_120a differs, and portable sm_120 is admitted by every toolkit: 12.0 is
+        # admitted whatever the toolkit, so nothing is said for it (sm_120a asked alone is noted)
+        (
+            "__CUDA_ARCH__ == 1200 && (!defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_SPECIFIC__))",
+            {"sm_120a": "CUDA ≥ 12.9"},
+        ),
     ],
 )
 def test_toolkit_notes(condition, notes):
