@@ -108,9 +108,15 @@ def test_flashinfer_060_allreduce_guards(tmp_path):
             "sm_100",
             "sm_100a",
             "sm_100f",
+            "sm_101",  # CUDA 12.9
+            "sm_101a",
+            "sm_101f",
             "sm_103",
             "sm_103a",
             "sm_103f",
+            "sm_107",  # CUDA 13.4 on
+            "sm_107a",
+            "sm_107f",
             "sm_110",
             "sm_110a",
             "sm_110f",
