@@ -15,7 +15,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache, cached_property, lru_cache
 
 from auditor import arch
 from auditor.arch import HOST, Capability
@@ -229,17 +229,16 @@ def names_the_target(v: GateView) -> bool:
     """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
     the ``else`` of ``is_blackwell()``): the condition is written about the target, not a list
     that forgot it."""
-    named = {c for word in set(_WORD.findall(v.gate.expression)) for c in names.promised(word) or ()}
-    return any(t.capability in named or _cap(t.capability).major in {_cap(c).major for c in named} for t in v.excluded)
+    majors = {_cap(c).major for c in _named(v.gate.expression)}
+    return any(_cap(t.capability).major in majors for t in v.excluded)
 
 
 def fallback_below(v: GateView) -> bool:
-    """A predicate test that admits every capability below a bound and none above it (``not
-    (self.cutlass_fp8_supported)``): the complement of a test for the newer devices, the path
-    older GPUs take, not an allow-list."""
+    """The gate admits every capability below a bound and none above it (``not
+    (self.cutlass_fp8_supported)``): for a test, the complement of one for the newer devices,
+    the path older GPUs take, not an allow-list."""
     caps = v.capabilities
-    domain = v.domain_capabilities
-    return v.gate.kind == GateKind.PREDICATE_CALL and bool(caps) and tuple(caps) == tuple(domain[: len(caps)])
+    return bool(caps) and tuple(caps) == tuple(v.domain_capabilities[: len(caps)])
 
 
 def has_unknowns(v: GateView) -> bool:
@@ -265,6 +264,11 @@ def _one_of(value: object) -> tuple[str, ...]:
 def classification_is(v: GateView, value: object) -> bool:
     """The guarded code's classification is one of the given ones."""
     return v.classification in _one_of(value)
+
+
+def kind_is(v: GateView, value: object) -> bool:
+    """The gate is of one of the given kinds (``predicate-call``, ``major-list``, ...)."""
+    return v.gate.kind in _one_of(value)
 
 
 def resolved_by(v: GateView, value: object) -> bool:
@@ -295,12 +299,14 @@ PREDICATES: dict[str, Predicate] = {
 PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
     "classification": classification_is,
     "resolved_by": resolved_by,
+    "kind": kind_is,
 }
 """Predicates written as ``name: value`` (a value or a list of values) in ``when``."""
 
 PARAMETRIC_VALUES: dict[str, tuple[str, ...]] = {
     "classification": tuple(c.value for c in Classification if c is not Classification.NONE),
     "resolved_by": tuple(r.value for r in ResolvedBy),
+    "kind": tuple(k.value for k in GateKind),
 }
 """The values each parametric predicate accepts (the rule schema lists them)."""
 
@@ -324,9 +330,14 @@ def _promised(gate: Gate) -> set[str]:
     ``is_sm90_supported() or is_sm100_supported()`` promises 9.0 and 10.0, and a wrapper
     whose own name promises nothing promises nothing.
     """
-    if not gate.name_implies:
-        return set()
-    return {c for word in set(_WORD.findall(gate.expression)) for c in names.promised(word) or ()}
+    return set(_named(gate.expression)) if gate.name_implies else set()
+
+
+@lru_cache(maxsize=4096)
+def _named(expression: str) -> frozenset[str]:
+    """Every capability the predicate names in a condition promise (``is_sm90_supported() or
+    is_sm100_supported()``: 9.0 and 10.0); names that promise nothing add nothing."""
+    return frozenset(c for word in set(_WORD.findall(expression)) for c in names.promised(word) or ())
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
