@@ -192,11 +192,18 @@ def _selects_host(condition: str) -> bool:
     and holds on the host alone (``__CUDA_ARCH__ < 500`` holds on the host too, but asks a value)."""
     try:
         node = parse_condition(condition)
-        values = Evaluator(MacroTable()).evaluate(condition).values
     except cexpr.ConditionError:
         return False
-    asks_definedness = cexpr.identifiers(node) == {"__CUDA_ARCH__"} and not cexpr.value_identifiers(node)
-    return asks_definedness and values[0] is True and not any(values[1:])
+    if cexpr.identifiers(node) != {"__CUDA_ARCH__"} or cexpr.value_identifiers(node):
+        return False
+    values = _plain().evaluate(condition).values
+    return values[0] is True and not any(values[1:])
+
+
+@cache
+def _plain() -> Evaluator:
+    """An evaluator with no derived macros, for conditions on nvcc's own macros alone."""
+    return Evaluator(MacroTable())
 
 
 def admits_beyond_name(v: GateView) -> bool:
