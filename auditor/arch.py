@@ -8,13 +8,12 @@ everything comes from ``data/toolkits.json`` and ``data/devices.json``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
+from auditor import datafiles
 from auditor.model import Domain, Target
 
 HOST = "host"
@@ -67,7 +66,7 @@ def runs_on(kind: str, target: str, device: Capability) -> bool:
 
 @cache
 def _runs() -> dict[str, dict[str, str]]:
-    return _load("devices.json")["runs"]
+    return datafiles.read_json("devices.json")["runs"]
 
 
 def jit_targets(ptx: str) -> set[str]:
@@ -85,8 +84,9 @@ def _suffix(target: str) -> str:
     return m.group(2) if m else ""
 
 
-def _load(name: str) -> dict:
-    return json.loads(resources.files("auditor").joinpath("data").joinpath(name).read_text("utf-8"))
+def version_key(version: str) -> tuple[int, ...]:
+    """``13.0.88`` -> (13, 0, 88): toolkit versions compare as numbers, not text."""
+    return tuple(int(x) for x in version.split("."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Toolkit:
     @property
     def macros(self) -> dict[str, int]:
         """What nvcc and the CUDA headers it includes define for this toolkit in both passes."""
-        major, minor, build = (int(x) for x in self.version.split("."))
+        major, minor, build = version_key(self.version)
         return {
             "__CUDACC_VER_MAJOR__": major,
             "__CUDACC_VER_MINOR__": minor,
@@ -122,12 +122,12 @@ TOOLKIT_MACROS = frozenset(Toolkit("0.0.0", {}).macros)
 @cache
 def toolkits() -> tuple[Toolkit, ...]:
     """Every toolkit the tables know, oldest first (``data/toolkits.json``, made from real compilers)."""
-    raw = _load("toolkits.json")["toolkits"]
+    raw = datafiles.read_json("toolkits.json")["toolkits"]
     out = [
         Toolkit(version, {name: {k: int(v) for k, v in m.items()} for name, m in entry["targets"].items()})
         for version, entry in raw.items()
     ]
-    return tuple(sorted(out, key=lambda k: tuple(int(x) for x in k.version.split("."))))
+    return tuple(sorted(out, key=lambda k: version_key(k.version)))
 
 
 @cache
@@ -156,7 +156,7 @@ def device_targets() -> tuple[str, ...]:
 @cache
 def capabilities() -> tuple[str, ...]:
     """The device domain, ascending."""
-    return tuple(_load("devices.json")["capabilities"])
+    return tuple(datafiles.read_json("devices.json")["capabilities"])
 
 
 def _target_key(name: str) -> tuple[int, int]:

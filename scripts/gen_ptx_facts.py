@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen_toolkit_targets import TOOLKITS, ensure_toolkit, ptx_isa, ptxas_targets, version_key  # noqa: E402
+from gen_toolkit_targets import TOOLKITS, dump, ensure_toolkit, ptx_isa, ptxas_targets, version_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "auditor" / "data" / "ptx-facts.json"
@@ -977,10 +977,6 @@ def stale(shipped: dict, table: dict, versions: list[str], whole: bool) -> list[
     if whole and (set(old_rows) != {row["id"] for row in table["probes"]} or shipped["_about"] != table["_about"]):
         differ.append("probe list or _about")
     return differ
-
-
-def dump(table: dict) -> str:
-    return json.dumps(table, indent=1) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

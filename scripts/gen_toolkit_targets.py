@@ -37,6 +37,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from auditor.arch import version_key
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "auditor" / "data" / "toolkits.json"
 
@@ -189,10 +191,6 @@ def toolkit_entry(version: str) -> dict:
         "macro_source": source,
         "targets": {t: targets[t] for t in sorted(targets, key=arch_key)},
     }
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def generate(versions: list[str]) -> dict:

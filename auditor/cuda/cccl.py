@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
-from importlib import resources
+
+from auditor import datafiles
 
 
 @cache
 def cccl_queries() -> tuple[tuple[re.Pattern, str], ...]:
     """CCCL target queries -> preprocessor condition templates, from data."""
-    data = json.loads(resources.files("auditor").joinpath("data").joinpath("cccl-queries.json").read_text("utf-8"))
+    data = datafiles.read_json("cccl-queries.json")
     return tuple((re.compile(q["pattern"]), q["condition"]) for q in data["queries"])
 
 

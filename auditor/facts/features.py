@@ -16,12 +16,11 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
-from importlib import resources
 from typing import Any
 
 import re2
 
-from auditor import arch
+from auditor import arch, datafiles
 from auditor.facts import code, ptx
 from auditor.model import Feature, Gate, SourceFile, Target
 
@@ -43,7 +42,7 @@ _ON_COLUMNS = {"on_sm120": "12.0", "on_sm121": "12.1"}
 @cache
 def apis() -> tuple[Api, ...]:
     """The curated rows in file order: the first row whose pattern is the whole identifier names it."""
-    text = (resources.files("auditor") / "data" / "api-facts.csv").read_text("utf-8")
+    text = datafiles.read_text("api-facts.csv")
     return tuple(
         Api(
             re.compile(row["identifier"]),

@@ -5,14 +5,12 @@ Architecture facts live there, not in code; this module only compiles them.
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-from auditor import arch
+from auditor import arch, datafiles
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +57,7 @@ class Toolkit:
 
 @cache
 def _raw() -> dict:
-    return json.loads(resources.files("auditor").joinpath("data").joinpath("predicate-names.json").read_text("utf-8"))
+    return datafiles.read_json("predicate-names.json")
 
 
 @cache

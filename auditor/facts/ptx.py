@@ -8,13 +8,11 @@ lacks, so the instruction is ``unknown`` where the rows accept it (never ``yes``
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib import resources
 
-from auditor import arch
+from auditor import arch, datafiles
 
 _ANY = r"(?:\.[^\s.]+)*"
 """How a generated pattern stands for "any other qualifiers"."""
@@ -49,10 +47,6 @@ class Judgement:
     """The fact cited: toolkit, variant, accepting targets, the first rejection's error."""
 
 
-def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
-
 def _required(pattern: str) -> list[str]:
     """The tokens of a generated pattern (``^cp\\.async…(?:\\.[^\\s.]+)*?\\.cta_group::2…``), in order."""
     body = pattern.removeprefix("^").removesuffix(_ANY + _END)
@@ -62,8 +56,8 @@ def _required(pattern: str) -> list[str]:
 @cache
 def table() -> tuple[str, tuple[str, ...], tuple[Row, ...]]:
     """The newest toolkit of the facts, its targets (architecture order), and its rows."""
-    data = json.loads((resources.files("auditor") / "data" / "ptx-facts.json").read_text("utf-8"))
-    toolkit = max(data["toolkits"], key=_version)
+    data = datafiles.read_json("ptx-facts.json")
+    toolkit = max(data["toolkits"], key=arch.version_key)
     rows = []
     for p in data["probes"]:
         result = p["results"][toolkit]

@@ -10,6 +10,7 @@ is cached per capability) and taints the value with how it was read. Reading the
 
 from __future__ import annotations
 
+from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import GateKind, ResolvedBy
 from auditor.python.core import Core
@@ -166,7 +167,7 @@ class Externals(Core):
     def toolkit_value(self, form: str) -> Val:
         """The toolkit's version in one of the forms the data names (the toolkit is read)."""
         self.tdep = True
-        major, minor = (int(x) for x in self.toolkit.split("."))
+        major, minor = arch.version_key(self.toolkit)[:2]
         if form == "string":
             return val(self.toolkit)
         if form == "number":
