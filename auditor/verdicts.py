@@ -114,7 +114,7 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
         members = t.variants if gate.domain == Domain.TARGET else (t.capability,)
         if not any(m in noted for m in members):
             continue
-        having = [k.release for k in arch.toolkits() if any(_has(k, m, gate.domain) for m in members)]
+        having = _in_order({r for m in members for r in _having(m, gate.domain)})
         admitting = {
             r for m in members if m in noted or m in gate.admits for r in noted.get(m) or _having(m, gate.domain)
         }
@@ -123,13 +123,14 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
     return out
 
 
-def _has(toolkit: arch.Toolkit, member: str, domain: str) -> bool:
-    """Whether a toolkit has a target (every toolkit serves every device capability)."""
-    return domain != Domain.TARGET or member in toolkit.targets
-
-
+@cache
 def _having(member: str, domain: str) -> tuple[str, ...]:
-    return tuple(k.release for k in arch.toolkits() if _has(k, member, domain))
+    """The releases that have a target (every toolkit serves every device capability)."""
+    return tuple(k.release for k in arch.toolkits() if domain != Domain.TARGET or member in k.targets)
+
+
+def _in_order(releases: set[str]) -> list[str]:
+    return [k.release for k in arch.toolkits() if k.release in releases]
 
 
 def _releases(admitting: list[str], having: list[str]) -> str:
