@@ -361,7 +361,7 @@ def _and(a: Tri, b: Tri) -> Tri:
 class Axis:
     """Conditions over every nvcc target of every known toolkit.
 
-    A target's verdict is the newest toolkit's that has it (sm_101 is 12.9's, sm_107 13.5's);
+    A target's verdict is the newest toolkit's that has it (sm_101 is 12.9's, sm_120 13.5's);
     where an older toolkit answers otherwise (a ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a
     without the family macros), the toolkits that admit the target are noted. Conditions are
     evaluated once on every distinct (target, macros) point; only those that read a toolkit's
@@ -391,7 +391,9 @@ class Axis:
         self._base = Evaluator(table, points)
         self._table = table
         self._per_toolkit: dict[int, Evaluator] = {}
-        self._newest = [next(r[i] for r in reversed(self._rows) if r[i] >= 0) for i in range(len(self.targets))]
+        self._newest_kit = [max(j for j, r in enumerate(self._rows) if r[i] >= 0) for i in range(len(self.targets))]
+        """Per target, the newest toolkit that has it: the one whose answer is the verdict."""
+        self._newest = [self._rows[j][i] for i, j in enumerate(self._newest_kit)]
         self._varied = [i for i in range(len(self.targets)) if len({r[i] for r in self._rows if r[i] >= 0}) > 1]
         """Targets whose macros differ between toolkits: only there can arch-only answers differ."""
 
@@ -420,9 +422,8 @@ class Axis:
             per.append([next(own) if p >= 0 else None for p in row])
         values: list[Tri] = []
         notes: list = []
-        for i in range(len(self.targets)):
+        for i, newest in enumerate(self._newest_kit):
             column = [reach[i] for reach in per]
-            newest = max(j for j, row in enumerate(self._rows) if row[i] >= 0)
             values.append(column[newest])
             self._note(notes, i, column)
         return values, unknowns, derived, tuple(notes)
