@@ -36,6 +36,8 @@ class GateKind(Word):
     """A list of capabilities or majors (``supported_major_versions=[9, 10]``)."""
     GENCODE_FLAGS = "gencode-flags"
     """nvcc flags or an arch list in Python (``-gencode=arch=compute_90a,code=sm_90a``)."""
+    RUNTIME_CHECK = "runtime-check"
+    """A host C++ test of the device's capability (``if (sm >= 100 && sm < 120)``, ``TORCH_CHECK(major >= 9)``)."""
 
 
 class Language(Word):
@@ -72,6 +74,10 @@ class Guards(Word):
     """The branch is the code the condition admits."""
     REJECT = "reject"
     """The branch is an exit (raise, a bare return): the code that matters is what it lets through."""
+    LOG = "log"
+    """The branch only logs or warns: no code path depends on it."""
+    DEFINE = "define"
+    """The branch only defines macros or per-arch constants: its effect is where they are used."""
 
 
 class Verdict(Word):
