@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,8 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 WHEEL_CACHE = Path(os.environ.get("ARCHAUDIT_WHEEL_CACHE", Path.home() / ".cache" / "archaudit-wheels"))
 
-# Tests never touch the user's result cache.
-os.environ.setdefault("ARCHAUDIT_CACHE_DIR", tempfile.mkdtemp(prefix="archaudit-test-cache-"))
+# Tests never touch the user's result cache, and leave none of their own behind.
+if "ARCHAUDIT_CACHE_DIR" not in os.environ:
+    os.environ["ARCHAUDIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="archaudit-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ARCHAUDIT_CACHE_DIR"], ignore_errors=True)
 
 
 def wheel(requirement: str) -> Path:
