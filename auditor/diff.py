@@ -342,4 +342,5 @@ def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mo
         errors=tuple(old.errors) + tuple(new.errors),
         mode=mode,
         rules=new.rules,
+        toolkits=new.toolkits,
     )

@@ -103,30 +103,35 @@ def domain_capabilities(domain: str) -> tuple[str, ...]:
     return arch.capabilities()
 
 
-def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
+def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ...] = ()) -> dict[str, str]:
     """Per requested target whose answer depends on the CUDA toolkit, which toolkits admit it
-    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike."""
+    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike. ``toolkits``:
+    the releases the scan chose (empty: every known one)."""
     noted = dict(gate.toolkits)
     if not noted:
         return {}
+    chosen = set(arch.releases_of(toolkits))
     out = {}
     for t in targets:
         members = t.variants if gate.domain == Domain.TARGET else (t.capability,)
         if not any(m in noted for m in members):
             continue
-        having = _in_order({r for m in members for r in _having(m, gate.domain)})
+        having = _in_order({r for m in members for r in _having(m, gate.domain, toolkits)})
         admitting = {
-            r for m in members if m in noted or m in gate.admits for r in noted.get(m) or _having(m, gate.domain)
+            r
+            for m in members
+            if m in noted or m in gate.admits
+            for r in noted.get(m) or _having(m, gate.domain, toolkits)
         }
-        if set(having) - admitting:  # some toolkit that has the target turns it away
+        if set(having) - admitting or not set(having) <= chosen:  # some toolkit turns it away, or none chosen has it
             out[t.label] = _releases([r for r in having if r in admitting], having)
     return out
 
 
 @cache
-def _having(member: str, domain: str) -> tuple[str, ...]:
-    """The releases that have a target (every toolkit serves every device capability)."""
-    return tuple(k.release for k in arch.toolkits() if domain != Domain.TARGET or member in k.targets)
+def _having(member: str, domain: str, toolkits: tuple[str, ...]) -> tuple[str, ...]:
+    """The releases a target's answer is read from (every chosen toolkit serves every device capability)."""
+    return arch.evaluated_releases(member, toolkits) if domain == Domain.TARGET else arch.releases_of(toolkits)
 
 
 def _in_order(releases: set[str]) -> list[str]:

@@ -359,27 +359,35 @@ def _and(a: Tri, b: Tri) -> Tri:
 
 
 class Axis:
-    """Conditions over every nvcc target of every known toolkit.
+    """Conditions over every nvcc target of the chosen toolkits (default: every known one).
 
-    A target's verdict is the newest toolkit's that has it (sm_101 is 12.9's, sm_120 13.5's);
-    where an older toolkit answers otherwise (a ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a
-    without the family macros), the toolkits that admit the target are noted. Conditions are
+    A target's verdict is the newest chosen toolkit's that has it (sm_101 is 12.9's, sm_120
+    13.5's); where an older one answers otherwise (a ``__CUDACC_VER_MAJOR__`` test, 12.8's
+    sm_100a without the family macros), the toolkits that admit the target are noted. A target
+    no chosen toolkit has is not admitted, yet it is read from the toolkits that have it and
+    noted where they admit it: its code needs another CUDA, it is not dead
+    (:func:`arch.evaluated_releases`). Conditions are
     evaluated once on every distinct (target, macros) point; only those that read a toolkit's
     version macros are evaluated once per toolkit as well.
     """
 
-    def __init__(self, table: MacroTable):
+    def __init__(self, table: MacroTable, releases: Sequence[str] = ()):
         self.targets = arch.target_order()
-        self.toolkits = arch.toolkits()
+        chosen = arch.releases_of(releases)
+        evaluated = [arch.evaluated_releases(t, chosen) for t in self.targets]
+        used = {r for rs in evaluated for r in rs}
+        self.toolkits = tuple(k for k in arch.toolkits() if k.release in used)
+        self._outside = {i for i, rs in enumerate(evaluated) if not set(rs) <= set(chosen)}
+        """Targets no chosen toolkit has: noted wherever admitted."""
         points: list[dict[str, int]] = []
         index: dict[tuple, int] = {}
         self._rows: list[list[int]] = []
-        """Per toolkit, the point of each target (-1 where the toolkit lacks it)."""
+        """Per toolkit, the point of each target (-1 where the toolkit lacks it or is not asked)."""
         for k in self.toolkits:
             row = []
-            for t in self.targets:
+            for i, t in enumerate(self.targets):
                 m = {} if t == arch.HOST else k.targets.get(t)
-                if m is None:
+                if m is None or k.release not in evaluated[i]:
                     row.append(-1)
                     continue
                 key = (t, tuple(sorted(m.items())))
@@ -396,6 +404,8 @@ class Axis:
         self._newest = [self._rows[j][i] for i, j in enumerate(self._newest_kit)]
         self._varied = [i for i in range(len(self.targets)) if len({r[i] for r in self._rows if r[i] >= 0}) > 1]
         """Targets whose macros differ between toolkits: only there can arch-only answers differ."""
+        self._noted = sorted(set(self._varied) | self._outside)
+        """Targets whose arch-only answers may need a note."""
 
     def effective(self, constraints: Iterable[Constraint]) -> tuple[list[Tri], set[str], set[str], tuple]:
         """Where a branch body is compiled, per target; the unknown and derived names it went
@@ -404,9 +414,9 @@ class Axis:
         reach, unknowns, derived = self._base.effective(constraints)
         if unknowns & arch.TOOLKIT_MACROS:
             return self._per_toolkit_effective(constraints)
-        values = [reach[p] for p in self._newest]
+        values = [False if i in self._outside else reach[p] for i, p in enumerate(self._newest)]
         notes: list = []
-        for i in self._varied:
+        for i in self._noted:
             self._note(notes, i, [None if r[i] < 0 else reach[r[i]] for r in self._rows])
         return values, unknowns, derived, tuple(notes)
 
@@ -424,7 +434,7 @@ class Axis:
         notes: list = []
         for i, newest in enumerate(self._newest_kit):
             column = [reach[i] for reach in per]
-            values.append(column[newest])
+            values.append(False if i in self._outside else column[newest])
             self._note(notes, i, column)
         return values, unknowns, derived, tuple(notes)
 
@@ -432,7 +442,7 @@ class Axis:
         """Record target ``i``'s admitting toolkits when they are not all the toolkits that have it."""
         having = [j for j, row in enumerate(self._rows) if row[i] >= 0]
         admitting = [j for j in having if column[j] is not False]
-        if admitting and len(admitting) != len(having):
+        if admitting and (len(admitting) != len(having) or i in self._outside):
             notes.append((self.targets[i], tuple(self.toolkits[j].release for j in admitting)))
 
     def _evaluator(self, j: int) -> Evaluator:

@@ -13,9 +13,9 @@ Whether code is live only decides which branches' variables meet after an ``if``
 statement evaluates the same in live and dead code. Path taint plays no part in a scan.
 
 The CUDA toolkit is a second coordinate, read by few scopes: a scope is walked with every
-capability under the newest toolkit, and only when that walk read the toolkit is it walked
-again, in its place, with every capability under every toolkit (an :class:`Older` point for
-each older one).
+capability under the newest chosen toolkit, and only when that walk read the toolkit is it
+walked again, in its place, with every capability under every chosen toolkit (an
+:class:`Older` point for each older one; the evaluator's ``older``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from auditor import arch
-from auditor.python.core import NEWEST, Frame, State
+from auditor.python.core import Frame, State
 from auditor.python.interp import Interp
 from auditor.python.symbols import Module
 from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, try_parts
@@ -55,21 +54,17 @@ States = dict
 """``{point: State}`` in point order; points with the same variables and liveness share one
 State (and one variables dict, which is never changed once made)."""
 
-OLDER = tuple(k.release for k in arch.toolkits() if k.release != NEWEST)
-"""The toolkits before the newest, oldest first."""
-
-
 class Older(NamedTuple):
     """A point of a scan: a capability under an older toolkit. A capability alone is a point
-    too: under the newest toolkit, whose answers are the verdicts."""
+    too: under the newest chosen toolkit, whose answers are the verdicts."""
 
     cap: Cap
     toolkit: str
 
 
-def with_toolkits(caps) -> list:
-    """Every capability under every toolkit, in point order."""
-    return [p for c in caps for p in (*(Older(c, r) for r in OLDER), c)]
+def with_toolkits(caps, older: Sequence[str]) -> list:
+    """Every capability under every toolkit (``older`` ones, then the newest), in point order."""
+    return [p for c in caps for p in (*(Older(c, r) for r in older), c)]
 
 
 _WORD = re.compile(r"\w+")
@@ -92,7 +87,7 @@ class Scanner:
     def __init__(self, it: Interp, caps: tuple[Cap, ...]) -> None:
         self.it = it
         self.caps = caps
-        self.order = {p: i for i, p in enumerate(with_toolkits(caps))}
+        self.order = {p: i for i, p in enumerate(with_toolkits(caps, it.older))}
         self.log: list[tuple[tuple, list]] = []
         """(points, [(node, value), ...]) of each evaluation, in walk order."""
         self.read_toolkit = False
@@ -135,9 +130,9 @@ class Scanner:
         outer, self.read_toolkit = self.read_toolkit, False
         mark = len(self.log)
         walk(points)
-        if self.read_toolkit and not any(type(p) is Older for p in points):
+        if self.read_toolkit and self.it.older and not any(type(p) is Older for p in points):
             del self.log[mark:]
-            walk(with_toolkits(points))
+            walk(with_toolkits(points, self.it.older))
         self.read_toolkit = outer
 
     def _parameters(self, mod: Module, node: Node, cls: str | None, st: State) -> State:
