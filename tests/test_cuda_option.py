@@ -48,7 +48,10 @@ def test_the_newest_chosen_toolkit_decides_and_the_others_are_noted(capsys):
     # by default every known toolkit is evaluated: 13.5 decides, the note is the same
     default = scan_json(capsys)
     assert "cuda" not in default
-    assert gates_by_place(default)[("kernel.cu", 2)]["toolkit_verdicts"] == {"12.0": "CUDA ≥ 13.0", "12.1": "CUDA ≥ 13.0"}
+    assert gates_by_place(default)[("kernel.cu", 2)]["toolkit_verdicts"] == {
+        "12.0": "CUDA ≥ 13.0",
+        "12.1": "CUDA ≥ 13.0",
+    }
 
 
 def test_an_architecture_no_chosen_toolkit_has_needs_a_newer_cuda_and_is_not_dead(capsys):
@@ -88,7 +91,10 @@ def test_another_selection_does_not_reuse_a_cached_result(tmp_path):
 
 
 def diff(capsys, fmt: str, *args: str) -> str:
-    assert cli.main(["diff", str(DIFF / "old"), str(DIFF / "new"), "--format", fmt, "--no-cache", "--jobs", "1", *args]) == 0
+    assert (
+        cli.main(["diff", str(DIFF / "old"), str(DIFF / "new"), "--format", fmt, "--no-cache", "--jobs", "1", *args])
+        == 0
+    )
     return capsys.readouterr().out
 
 

@@ -54,6 +54,7 @@ States = dict
 """``{point: State}`` in point order; points with the same variables and liveness share one
 State (and one variables dict, which is never changed once made)."""
 
+
 class Older(NamedTuple):
     """A point of a scan: a capability under an older toolkit. A capability alone is a point
     too: under the newest chosen toolkit, whose answers are the verdicts."""

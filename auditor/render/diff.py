@@ -340,9 +340,7 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
         "definitions_omitted": max(0, len(d.definitions) - DEFINITIONS_SHOWN),
         "errors": [(e.input, e.file, e.reason) for e in d.errors],
         "icons": markdown.ICONS,
-        "toolkit_column": any(
-            r.toolkits for rows in [s["rows"] for s in sections] + [x["call_sites"] for x in definitions] for r in rows
-        ),
+        "toolkit_column": any(toolkit_cell(c, d) for c in d.changes),
     }
 
 

@@ -123,7 +123,12 @@ def document(result: AuditResult) -> dict:
                 or {default_base: {"description": {"text": "root of the scanned input"}}},
                 "results": [
                     _result(
-                        f, gates.get((f.input, f.gate)), index[f.rule], bases.get(f.input, default_base), result.targets, result.toolkits
+                        f,
+                        gates.get((f.input, f.gate)),
+                        index[f.rule],
+                        bases.get(f.input, default_base),
+                        result.targets,
+                        result.toolkits,
                     )
                     for f in findings
                 ],
