@@ -150,17 +150,6 @@ def releases_of(chosen: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(k.release for k in chosen_toolkits(chosen))
 
 
-def evaluated_releases(target: str, chosen: Iterable[str] = ()) -> tuple[str, ...]:
-    """The toolkits a target's answer is read from, oldest first: the chosen ones that have it;
-    for a target none of them has (sm_107 when only 13.0 is chosen), every toolkit that has it,
-    so that its code reads "needs CUDA ≥ 13.4", never dead for want of a chosen toolkit."""
-    kits = chosen_toolkits(chosen)
-    if target == HOST:
-        return tuple(k.release for k in kits)
-    having = tuple(k.release for k in kits if target in k.targets)
-    return having or tuple(k.release for k in toolkits() if target in k.targets)
-
-
 @cache
 def target_macros() -> dict[str, dict[str, int]]:
     """Macros (name -> integer value) that each nvcc target defines, as the newest toolkit that

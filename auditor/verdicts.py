@@ -105,8 +105,11 @@ def domain_capabilities(domain: str) -> tuple[str, ...]:
 
 def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ...] = ()) -> dict[str, str]:
     """Per requested target whose answer depends on the CUDA toolkit, which toolkits admit it
-    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike. ``toolkits``:
-    the releases the scan chose (empty: every known one)."""
+    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike.
+
+    ``toolkits``: the releases the scan chose (empty: every known one). Where the chosen ones
+    disagree, the note places the admitting ones among them; where none of them admits the
+    target and another toolkit does, among every toolkit ("needs" that CUDA: not dead)."""
     noted = dict(gate.toolkits)
     if not noted:
         return {}
@@ -116,22 +119,23 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ..
         members = t.variants if gate.domain == Domain.TARGET else (t.capability,)
         if not any(m in noted for m in members):
             continue
-        having = _in_order({r for m in members for r in _having(m, gate.domain, toolkits)})
+        having = _in_order({r for m in members for r in _having(m, gate.domain)})
         admitting = {
-            r
-            for m in members
-            if m in noted or m in gate.admits
-            for r in noted.get(m) or _having(m, gate.domain, toolkits)
+            r for m in members if m in noted or m in gate.admits for r in noted.get(m) or _having(m, gate.domain)
         }
-        if set(having) - admitting or not set(having) <= chosen:  # some toolkit turns it away, or none chosen has it
+        judged = [r for r in having if r in chosen]
+        judged_admitting = [r for r in judged if r in admitting]
+        if judged_admitting and len(judged_admitting) != len(judged):  # some chosen toolkit turns it away
+            out[t.label] = _releases(judged_admitting, judged)
+        elif not judged_admitting and admitting:  # only toolkits not chosen admit it
             out[t.label] = _releases([r for r in having if r in admitting], having)
     return out
 
 
 @cache
-def _having(member: str, domain: str, toolkits: tuple[str, ...]) -> tuple[str, ...]:
-    """The releases a target's answer is read from (every chosen toolkit serves every device capability)."""
-    return arch.evaluated_releases(member, toolkits) if domain == Domain.TARGET else arch.releases_of(toolkits)
+def _having(member: str, domain: str) -> tuple[str, ...]:
+    """The releases that have a target (every toolkit serves every device capability)."""
+    return tuple(k.release for k in arch.toolkits() if domain != Domain.TARGET or member in k.targets)
 
 
 def _in_order(releases: set[str]) -> list[str]:

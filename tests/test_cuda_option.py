@@ -33,7 +33,7 @@ def test_the_verdict_differs_between_cuda_12_8_and_13_0(capsys):
     assert old[cuda13]["verdicts"] == {"12.0": "excludes", "12.1": "excludes"}
     assert old[cuda13]["toolkit_verdicts"] == {"12.0": "CUDA ≥ 13.0", "12.1": "CUDA ≥ 13.0"}
     assert new[cuda13]["verdicts"] == {"12.0": "admits", "12.1": "admits"}
-    assert "toolkit_verdicts" not in new[cuda13]  # one toolkit chosen, and it admits
+    assert not new[cuda13].get("toolkit_verdicts")  # one toolkit chosen, and it admits
     caller = ("pick.py", 13)  # if fast_path_supported(): 9.x below CUDA 13, 12.x from it
     assert old[caller]["verdicts"] == {"12.0": "excludes", "12.1": "excludes"}
     assert new[caller]["verdicts"] == {"12.0": "admits", "12.1": "admits"}
@@ -60,6 +60,20 @@ def test_an_architecture_no_chosen_toolkit_has_needs_a_newer_cuda_and_is_not_dea
     assert g["verdicts"] == {"10.7": "excludes", "12.0": "excludes"}
     assert g["toolkit_verdicts"] == {"10.7": "CUDA ≥ 13.4"}
     assert not [f for f in doc["findings"] if f["rule"] == "ARCH006"]
+
+
+def test_code_only_unchosen_toolkits_admit_needs_that_cuda_and_is_not_dead(capsys):
+    doc = scan_json(capsys, "--cuda", "12.8", "--target", "9.0,12.0")
+    gates = gates_by_place(doc)
+    hopper = gates[("kernel.cu", 10)]  # __CUDACC_VER_MAJOR__ >= 13 && __CUDA_ARCH__ == 900
+    assert hopper["admits"] == [] and hopper["toolkit_verdicts"] == {"9.0": "CUDA ≥ 13.0"}
+    ready = gates[("pick.py", 20)]  # torch.version.cuda >= "12.9" and major == 12
+    assert ready["admits"] == [] and ready["toolkit_verdicts"] == {"12.0": "CUDA ≥ 12.9"}
+    assert not [f for f in doc["findings"] if f["rule"] == "ARCH006"]
+    # the same gates under CUDA 13.0: admitted, nothing to note
+    later = gates_by_place(scan_json(capsys, "--cuda", "13.0", "--target", "9.0,12.0"))
+    assert later[("kernel.cu", 10)]["verdicts"]["9.0"] == "admits"
+    assert later[("pick.py", 20)]["verdicts"]["12.0"] == "admits"
 
 
 def test_axis_reads_only_the_chosen_toolkits():

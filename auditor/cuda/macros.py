@@ -359,35 +359,30 @@ def _and(a: Tri, b: Tri) -> Tri:
 
 
 class Axis:
-    """Conditions over every nvcc target of the chosen toolkits (default: every known one).
+    """Conditions over every nvcc target of every known toolkit, judged by the chosen ones.
 
-    A target's verdict is the newest chosen toolkit's that has it (sm_101 is 12.9's, sm_120
-    13.5's); where an older one answers otherwise (a ``__CUDACC_VER_MAJOR__`` test, 12.8's
-    sm_100a without the family macros), the toolkits that admit the target are noted. A target
-    no chosen toolkit has is not admitted, yet it is read from the toolkits that have it and
-    noted where they admit it: its code needs another CUDA, it is not dead
-    (:func:`arch.evaluated_releases`). Conditions are
-    evaluated once on every distinct (target, macros) point; only those that read a toolkit's
-    version macros are evaluated once per toolkit as well.
+    A target's verdict is the newest chosen toolkit's that has it (by default every toolkit is
+    chosen: sm_101 is 12.9's, sm_120 13.5's); where toolkits answer differently (a
+    ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a without the family macros), the toolkits
+    that admit the target are noted, chosen or not. A target no chosen toolkit has is not
+    admitted, and noted wherever a toolkit admits it: its code needs another CUDA, it is not
+    dead. Conditions are evaluated once on every distinct (target, macros) point; only those
+    that read a toolkit's version macros are evaluated once per toolkit as well.
     """
 
     def __init__(self, table: MacroTable, releases: Sequence[str] = ()):
         self.targets = arch.target_order()
-        chosen = arch.releases_of(releases)
-        evaluated = [arch.evaluated_releases(t, chosen) for t in self.targets]
-        used = {r for rs in evaluated for r in rs}
-        self.toolkits = tuple(k for k in arch.toolkits() if k.release in used)
-        self._outside = {i for i, rs in enumerate(evaluated) if not set(rs) <= set(chosen)}
-        """Targets no chosen toolkit has: noted wherever admitted."""
+        self.toolkits = arch.toolkits()
+        chosen = set(arch.releases_of(releases))
         points: list[dict[str, int]] = []
         index: dict[tuple, int] = {}
         self._rows: list[list[int]] = []
-        """Per toolkit, the point of each target (-1 where the toolkit lacks it or is not asked)."""
+        """Per toolkit, the point of each target (-1 where the toolkit lacks it)."""
         for k in self.toolkits:
             row = []
-            for i, t in enumerate(self.targets):
+            for t in self.targets:
                 m = {} if t == arch.HOST else k.targets.get(t)
-                if m is None or k.release not in evaluated[i]:
+                if m is None:
                     row.append(-1)
                     continue
                 key = (t, tuple(sorted(m.items())))
@@ -399,8 +394,12 @@ class Axis:
         self._base = Evaluator(table, points)
         self._table = table
         self._per_toolkit: dict[int, Evaluator] = {}
-        self._newest_kit = [max(j for j, r in enumerate(self._rows) if r[i] >= 0) for i in range(len(self.targets))]
-        """Per target, the newest toolkit that has it: the one whose answer is the verdict."""
+        having = [[j for j, r in enumerate(self._rows) if r[i] >= 0] for i in range(len(self.targets))]
+        judged = [[j for j in js if self.toolkits[j].release in chosen] for js in having]
+        self._outside = {i for i, js in enumerate(judged) if not js}
+        """Targets no chosen toolkit has: never admitted, noted wherever a toolkit admits them."""
+        self._newest_kit = [js[-1] if js else having[i][-1] for i, js in enumerate(judged)]
+        """Per target, the newest chosen toolkit that has it: the one whose answer is the verdict."""
         self._newest = [self._rows[j][i] for i, j in enumerate(self._newest_kit)]
         self._varied = [i for i in range(len(self.targets)) if len({r[i] for r in self._rows if r[i] >= 0}) > 1]
         """Targets whose macros differ between toolkits: only there can arch-only answers differ."""
@@ -439,7 +438,8 @@ class Axis:
         return values, unknowns, derived, tuple(notes)
 
     def _note(self, notes: list, i: int, column: list[Tri]) -> None:
-        """Record target ``i``'s admitting toolkits when they are not all the toolkits that have it."""
+        """Record target ``i``'s admitting toolkits when they are not all the toolkits that have it,
+        or when no chosen toolkit has it."""
         having = [j for j, row in enumerate(self._rows) if row[i] >= 0]
         admitting = [j for j in having if column[j] is not False]
         if admitting and (len(admitting) != len(having) or i in self._outside):

@@ -77,11 +77,11 @@ class Core:
         self.cap: Cap = Cap((0, 0))
         self.dep = False
         """Whether ``cap`` was read since this was last cleared (see :meth:`_cached`)."""
-        releases = arch.releases_of(toolkits)
-        self.newest = releases[-1]
+        self.newest = arch.releases_of(toolkits)[-1]
         """The newest chosen toolkit: its answers are the verdicts."""
-        self.older = releases[:-1]
-        """The other chosen toolkits, oldest first: a scope that reads the toolkit is walked under each."""
+        self.others = tuple(k.release for k in arch.toolkits() if k.release != self.newest)
+        """Every other known toolkit, oldest first: a scope that reads the toolkit is walked under
+        each too, so that a gate says which toolkits admit a capability, chosen or not."""
         self.toolkit = self.newest
         """The CUDA toolkit's release (``12.9``): a second coordinate, read far more rarely."""
         self.tdep = False

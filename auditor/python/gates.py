@@ -261,16 +261,17 @@ class Assembler:
         """The capabilities that only some toolkits admit (``admitted(point)``), with the releases
         that do; only where ``node`` was evaluated under every toolkit (its scope read one)."""
         r = self.recs.get(node.id)
-        older, newest = self.it.older, self.it.newest
-        if r is None or not older:
+        others, newest = self.it.others, self.it.newest
+        if r is None or not others:
             return ()
         out = []
         for label in self.caps:
             cap = capability(label)
-            if Older(cap, older[0]) not in r.truths:
+            if Older(cap, others[0]) not in r.truths:
                 continue
-            admitting = tuple(k for k in older if admitted(Older(cap, k))) + ((newest,) if admitted(cap) else ())
-            if admitting and len(admitting) != len(older) + 1:
+            points = {k: cap if k == newest else Older(cap, k) for k in arch.releases_of()}
+            admitting = tuple(k for k, point in points.items() if admitted(point))
+            if admitting and len(admitting) != len(others) + 1:
                 out.append((label, admitting))
         return tuple(out)
 

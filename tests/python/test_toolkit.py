@@ -26,7 +26,7 @@ OLDER = tuple(k.release for k in arch.toolkits()[:-1])
 def test_the_newest_toolkit_is_evaluated_by_default():
     it = interp(program(**{"m.py": "x = 1\n"}))
     assert it.newest == NEWEST == arch.toolkits()[-1].release
-    assert it.older == OLDER
+    assert it.others == OLDER
 
 
 @pytest.mark.parametrize(
