@@ -127,8 +127,9 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ..
         judged_admitting = [r for r in judged if r in admitting]
         if judged_admitting and len(judged_admitting) != len(judged):  # some chosen toolkit turns it away
             out[t.label] = _releases(judged_admitting, judged)
-        elif not judged_admitting and admitting:  # only toolkits not chosen admit it
-            out[t.label] = _releases([r for r in having if r in admitting], having)
+        elif not judged_admitting and admitting:  # only toolkits not chosen admit it: placed
+            # among every release (sm_101 of 12.9 alone is "CUDA 12.9", not "CUDA ≥ 12.9")
+            out[t.label] = _releases(_in_order(admitting), list(arch.releases_of()))
     return out
 
 

@@ -128,3 +128,20 @@ def test_the_pr_comment_has_the_column_too(capsys):
     from auditor.render.diff import toolkit_cell  # the PR comment is this Markdown in pr mode
 
     assert toolkit_cell.__doc__ and "12.1: any CUDA → CUDA ≥ 13.0" in out
+
+
+def test_a_flag_only_cuda_12_9_defines_across_12_9_and_13_0(capsys):
+    """``MYLIB_SM101F_ENABLED`` (CUTLASS's ``CUTLASS_ARCH_MMA_SM101F_ENABLED`` shape): sm_101
+    is 12.9's name for what 13.0 calls sm_110, so under 13.0 the branch needs CUDA 12.9."""
+
+    def line_17(release: str) -> tuple[dict, list]:
+        args = ["scan", str(FIXTURES / "cuda" / "derived"), "--format", "json", "--no-cache", "--jobs", "1"]
+        assert cli.main([*args, "--cuda", release, "--target", "10.1"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        (g,) = [g for g in doc["gates"] if g["file"] == "kernel.cu" and g["line"] == 17]
+        return g, [f for f in doc["findings"] if f["rule"] == "ARCH006" and f["gate"] == g["id"]]
+
+    g, dead = line_17("12.9")
+    assert g["verdicts"] == {"10.1": "admits"} and not g.get("toolkit_verdicts") and not dead
+    g, dead = line_17("13.0")
+    assert g["verdicts"] == {"10.1": "excludes"} and g["toolkit_verdicts"] == {"10.1": "CUDA 12.9"} and not dead
