@@ -114,7 +114,9 @@ def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target], t
     out.append(f"  admits ({gate.domain} domain): {arch.compact(gate.domain, gate.admits)}")
     out += _admitted_table(gate, targets)
     if gate.toolkits:
-        out.append("  each target as its newest CUDA toolkit answers; where toolkits disagree, the ones that admit:")
+        out.append(
+            "  each target as its newest chosen CUDA toolkit answers; where toolkits disagree, the ones that admit:"
+        )
         out += [f"    {member}: {', '.join(releases)}" for member, releases in gate.toolkits]
         out += [f"    {label} *: {note}" for label, note in verdicts.toolkit_notes(gate, targets, toolkits).items()]
     first, last = gate.body_lines
