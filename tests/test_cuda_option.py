@@ -145,3 +145,9 @@ def test_a_flag_only_cuda_12_9_defines_across_12_9_and_13_0(capsys):
     assert g["verdicts"] == {"10.1": "admits"} and not g.get("toolkit_verdicts") and not dead
     g, dead = line_17("13.0")
     assert g["verdicts"] == {"10.1": "excludes"} and g["toolkit_verdicts"] == {"10.1": "CUDA 12.9"} and not dead
+
+
+def test_the_diff_document_names_the_chosen_toolkits(capsys):
+    doc = json.loads(diff(capsys, "json", "--cuda", "13.0", "--cuda", "12.8"))
+    assert doc["cuda"] == ["12.8", "13.0"]
+    assert "cuda" not in json.loads(diff(capsys, "json"))

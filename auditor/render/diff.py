@@ -232,6 +232,7 @@ def document(d: DiffResult) -> dict:
         "tool": {"name": "archaudit", "version": d.tool_version},
         "mode": d.mode,
         "targets": [t.label for t in d.targets],
+        **({"cuda": list(d.toolkits)} if d.toolkits and d.toolkits != arch.releases_of() else {}),
         "old": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.old_inputs]},
         "new": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.new_inputs]},
         "summary": summary(d),
