@@ -151,3 +151,19 @@ def test_the_diff_document_names_the_chosen_toolkits(capsys):
     doc = json.loads(diff(capsys, "json", "--cuda", "13.0", "--cuda", "12.8"))
     assert doc["cuda"] == ["12.8", "13.0"]
     assert "cuda" not in json.loads(diff(capsys, "json"))
+
+
+def test_a_flag_that_now_needs_cuda_13_changes_its_call_site(capsys):
+    """The kernel's ``#if defined(FAST_PATH_ENABLED)`` is unchanged and the newest toolkit
+    admits 12.x on both sides; only the CUDA that does changed. That is a change, traced to
+    the flag's definition."""
+    args = ["diff", str(FIXTURES / "toolkits" / "macro" / "old"), str(FIXTURES / "toolkits" / "macro" / "new")]
+    assert cli.main([*args, "--format", "json", "--no-cache", "--jobs", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (dfn,) = doc["definitions"]
+    assert dfn["name"] == "FAST_PATH_ENABLED"
+    (site,) = dfn["call_sites"]
+    assert (site["file"], site["line"], site["delta"]) == ("kernel.cu", 3, [])
+    assert doc["summary"]["unchanged"] == 0
+    assert cli.main([*args, "--format", "markdown", "--no-cache", "--jobs", "1"]) == 0
+    assert "12.1: any CUDA → CUDA ≥ 13.0" in capsys.readouterr().out
