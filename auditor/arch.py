@@ -150,6 +150,17 @@ def releases_of(chosen: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(k.release for k in chosen_toolkits(chosen))
 
 
+def unbuilt(targets: Iterable[Target], chosen: Iterable[str] = ()) -> dict[str, tuple[str, ...]]:
+    """Requested targets no chosen toolkit builds (12.1 under CUDA 12.8), each with the releases
+    that build it: those judge it instead (:class:`auditor.cuda.macros.Axis`)."""
+    kits = chosen_toolkits(chosen)
+    out = {}
+    for t in targets:
+        if t.variants and not any(v in k.targets for k in kits for v in t.variants):
+            out[t.label] = tuple(k.release for k in toolkits() if any(v in k.targets for v in t.variants))
+    return out
+
+
 @cache
 def target_macros() -> dict[str, dict[str, int]]:
     """Macros (name -> integer value) that each nvcc target defines, as the newest toolkit that

@@ -172,9 +172,15 @@ def _options(args, excerpts: bool = False):
     """The pipeline's options; ``excerpts`` when an HTML report will show source lines."""
     from auditor.pipeline import Options
 
+    targets, toolkits = arch.parse_targets(args.target), arch.releases_of(_ids(args.cuda))
+    for label, releases in arch.unbuilt(targets, toolkits).items():
+        _say(
+            f"archaudit: warning: CUDA {', '.join(toolkits)} cannot build for {label}; "
+            f"it is judged by the toolkits that can ({', '.join(releases)})"
+        )
     return Options(
-        targets=arch.parse_targets(args.target),
-        toolkits=arch.releases_of(_ids(args.cuda)),
+        targets=targets,
+        toolkits=toolkits,
         filters=Filters(tuple(args.include), tuple(args.exclude)),
         jobs=max(0, args.jobs),
         download_dir=(args.cache_dir or default_cache_dir()) / "downloads",

@@ -109,7 +109,9 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ..
 
     ``toolkits``: the releases the scan chose (empty: every known one). Where the chosen ones
     disagree, the note places the admitting ones among them; where none of them admits the
-    target and another toolkit does, among every toolkit ("needs" that CUDA: not dead)."""
+    target and another toolkit does, among every toolkit ("needs" that CUDA: not dead). A
+    target none of them builds (12.1 under 12.8) is judged by the toolkits that do, as if
+    they were chosen (the command line says so once: :func:`arch.unbuilt`)."""
     noted = dict(gate.toolkits)
     if not noted:
         return {}
@@ -125,7 +127,10 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ..
         }
         judged = [r for r in having if r in chosen]
         judged_admitting = [r for r in judged if r in admitting]
-        if judged_admitting and len(judged_admitting) != len(judged):  # some chosen toolkit turns it away
+        if not judged:  # no chosen toolkit builds it: those that do judge it, as when all are chosen
+            if admitting and set(having) - admitting:
+                out[t.label] = _releases(_in_order(admitting), having)
+        elif judged_admitting and len(judged_admitting) != len(judged):  # some chosen toolkit turns it away
             out[t.label] = _releases(judged_admitting, judged)
         elif not judged_admitting and admitting:  # only toolkits not chosen admit it: placed
             # among every release (sm_101 of 12.9 alone is "CUDA 12.9", not "CUDA ≥ 12.9")

@@ -30,7 +30,9 @@ def test_the_verdict_differs_between_cuda_12_8_and_13_0(capsys):
     old = gates_by_place(scan_json(capsys, "--cuda", "12.8"))
     new = gates_by_place(scan_json(capsys, "--cuda", "13.0"))
     cuda13 = ("kernel.cu", 2)  # __CUDACC_VER_MAJOR__ >= 13 && __CUDA_ARCH__ >= 1200
-    assert old[cuda13]["verdicts"] == {"12.0": "excludes", "12.1": "excludes"}
+    # 12.8 builds 12.0 and takes the other path; it cannot build 12.1 at all, so 12.9 … 13.5
+    # judge that one (the command line warns), and of those 13.0 and newer admit it
+    assert old[cuda13]["verdicts"] == {"12.0": "excludes", "12.1": "admits"}
     assert old[cuda13]["toolkit_verdicts"] == {"12.0": "CUDA ≥ 13.0", "12.1": "CUDA ≥ 13.0"}
     assert new[cuda13]["verdicts"] == {"12.0": "admits", "12.1": "admits"}
     assert not new[cuda13].get("toolkit_verdicts")  # one toolkit chosen, and it admits
@@ -54,12 +56,27 @@ def test_the_newest_chosen_toolkit_decides_and_the_others_are_noted(capsys):
     }
 
 
-def test_an_architecture_no_chosen_toolkit_has_needs_a_newer_cuda_and_is_not_dead(capsys):
-    doc = scan_json(capsys, "--cuda", "13.0", "--target", "10.7,12.0")
+def test_an_architecture_no_chosen_toolkit_builds_is_judged_by_those_that_do_and_is_not_dead(capsys):
+    assert (
+        cli.main(
+            ["scan", CHOICE, "--format", "json", "--no-cache", "--jobs", "1", "--cuda", "13.0", "--target", "10.7,12.0"]
+        )
+        == 0
+    )
+    out, err = capsys.readouterr()
+    assert (
+        err
+        == "archaudit: warning: CUDA 13.0 cannot build for 10.7; it is judged by the toolkits that can (13.4, 13.5)\n"
+    )
+    doc = json.loads(out)
     g = gates_by_place(doc)[("kernel.cu", 6)]  # __CUDA_ARCH__ == 1070: sm_107 is 13.4's
-    assert g["verdicts"] == {"10.7": "excludes", "12.0": "excludes"}
-    assert g["toolkit_verdicts"] == {"10.7": "CUDA ≥ 13.4"}
+    assert g["verdicts"] == {"10.7": "admits", "12.0": "excludes"}
+    assert dict(g["toolkits"]) == {"sm_107": ["13.4", "13.5"], "sm_107a": ["13.4", "13.5"], "sm_107f": ["13.4", "13.5"]}
     assert not [f for f in doc["findings"] if f["rule"] == "ARCH006"]
+    # with the default targets, sm_107 is not requested: the branch is still not dead
+    default = scan_json(capsys, "--cuda", "13.0")
+    assert gates_by_place(default)[("kernel.cu", 6)]["admits"] == ["sm_107", "sm_107a", "sm_107f"]
+    assert not [f for f in default["findings"] if f["rule"] == "ARCH006"]
 
 
 def test_code_only_unchosen_toolkits_admit_needs_that_cuda_and_is_not_dead(capsys):
@@ -143,7 +160,10 @@ def test_a_flag_only_cuda_12_9_defines_across_12_9_and_13_0(capsys):
 
     g, dead = line_17("12.9")
     assert g["verdicts"] == {"10.1": "admits"} and not g.get("toolkit_verdicts") and not dead
+    # 13.0 cannot build 10.1 (it calls Thor sm_110): 12.8 and 12.9 judge it, and only 12.9 admits
     g, dead = line_17("13.0")
+    assert g["verdicts"] == {"10.1": "admits"} and g["toolkit_verdicts"] == {"10.1": "CUDA ≥ 12.9"} and not dead
+    g, dead = line_17("12.8")
     assert g["verdicts"] == {"10.1": "excludes"} and g["toolkit_verdicts"] == {"10.1": "CUDA 12.9"} and not dead
 
 

@@ -364,10 +364,12 @@ class Axis:
     A target's verdict is the newest chosen toolkit's that has it (by default every toolkit is
     chosen: sm_101 is 12.9's, sm_120 13.5's); where toolkits answer differently (a
     ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a without the family macros), the toolkits
-    that admit the target are noted, chosen or not. A target no chosen toolkit has is not
-    admitted, and noted wherever a toolkit admits it: its code needs another CUDA, it is not
-    dead. Conditions are evaluated once on every distinct (target, macros) point; only those
-    that read a toolkit's version macros are evaluated once per toolkit as well.
+    that admit the target are noted, chosen or not. A target no chosen toolkit has is noted
+    wherever a toolkit admits it (its code needs another CUDA: it is not dead); it is not
+    admitted when a chosen toolkit builds its capability otherwise (sm_120f under 12.8), and
+    judged by the toolkits that build it when none does (12.1 under 12.8). Conditions are
+    evaluated once on every distinct (target, macros) point; only those that read a toolkit's
+    version macros are evaluated once per toolkit as well.
     """
 
     def __init__(self, table: MacroTable, releases: Sequence[str] = ()):
@@ -397,9 +399,16 @@ class Axis:
         having = [[j for j, r in enumerate(self._rows) if r[i] >= 0] for i in range(len(self.targets))]
         judged = [[j for j in js if self.toolkits[j].release in chosen] for js in having]
         self._outside = {i for i, js in enumerate(judged) if not js}
-        """Targets no chosen toolkit has: never admitted, noted wherever a toolkit admits them."""
+        """Targets no chosen toolkit has: noted wherever a toolkit admits them."""
+        built = {arch.capability_of(t) for i, t in enumerate(self.targets) if t != arch.HOST and judged[i]}
+        self._excluded = {i for i in self._outside if arch.capability_of(self.targets[i]) in built}
+        """Variants no chosen toolkit has of a capability one of them builds (12.8 has sm_120, not
+        sm_120f): never admitted. A capability none of them builds (12.1 under 12.8) is judged
+        by the toolkits that build it."""
+        for i in self._outside - self._excluded:
+            judged[i] = having[i]
         self._newest_kit = [js[-1] if js else having[i][-1] for i, js in enumerate(judged)]
-        """Per target, the newest chosen toolkit that has it: the one whose answer is the verdict."""
+        """Per target, the newest toolkit judging it: the verdict's."""
         self._newest = [self._rows[j][i] for i, j in enumerate(self._newest_kit)]
         self._varied = [i for i in range(len(self.targets)) if len({r[i] for r in self._rows if r[i] >= 0}) > 1]
         """Targets whose macros differ between toolkits: only there can arch-only answers differ."""
@@ -413,7 +422,7 @@ class Axis:
         reach, unknowns, derived = self._base.effective(constraints)
         if unknowns & arch.TOOLKIT_MACROS:
             return self._per_toolkit_effective(constraints)
-        values = [False if i in self._outside else reach[p] for i, p in enumerate(self._newest)]
+        values = [False if i in self._excluded else reach[p] for i, p in enumerate(self._newest)]
         notes: list = []
         for i in self._noted:
             self._note(notes, i, [None if r[i] < 0 else reach[r[i]] for r in self._rows])
@@ -433,7 +442,7 @@ class Axis:
         notes: list = []
         for i, newest in enumerate(self._newest_kit):
             column = [reach[i] for reach in per]
-            values.append(False if i in self._outside else column[newest])
+            values.append(False if i in self._excluded else column[newest])
             self._note(notes, i, column)
         return values, unknowns, derived, tuple(notes)
 
