@@ -130,6 +130,37 @@ def toolkits() -> tuple[Toolkit, ...]:
     return tuple(sorted(out, key=lambda k: version_key(k.version)))
 
 
+def chosen_toolkits(releases: Iterable[str] = ()) -> tuple[Toolkit, ...]:
+    """The toolkits a scan evaluates, oldest first: those named (``12.8`` or ``12.8.93``), or
+    every known one when none is. A release no table knows is a ValueError naming the known ones."""
+    known = toolkits()
+    wanted = [r.strip() for r in releases if r.strip()]
+    if not wanted:
+        return known
+    by_name = {name: k for k in known for name in (k.release, k.version)}
+    unknown = [r for r in wanted if r not in by_name]
+    if unknown:
+        raise ValueError(f"unknown CUDA toolkit {unknown[0]!r} (known: {', '.join(k.release for k in known)})")
+    chosen = {by_name[r].version for r in wanted}
+    return tuple(k for k in known if k.version in chosen)
+
+
+def releases_of(chosen: Iterable[str] = ()) -> tuple[str, ...]:
+    """The releases :func:`chosen_toolkits` names (every known one for an empty selection)."""
+    return tuple(k.release for k in chosen_toolkits(chosen))
+
+
+def unbuilt(targets: Iterable[Target], chosen: Iterable[str] = ()) -> dict[str, tuple[str, ...]]:
+    """Requested targets no chosen toolkit builds (12.1 under CUDA 12.8), each with the releases
+    that build it: those judge it instead (:class:`auditor.cuda.macros.Axis`)."""
+    kits = chosen_toolkits(chosen)
+    out = {}
+    for t in targets:
+        if t.variants and not any(v in k.targets for k in kits for v in t.variants):
+            out[t.label] = tuple(k.release for k in toolkits() if any(v in k.targets for v in t.variants))
+    return out
+
+
 @cache
 def target_macros() -> dict[str, dict[str, int]]:
     """Macros (name -> integer value) that each nvcc target defines, as the newest toolkit that

@@ -38,6 +38,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--target", default=arch.DEFAULT_TARGETS, help="targets, e.g. 12.0,12.1 or sm_120a (default %(default)s)"
     )
     p.add_argument(
+        "--cuda",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="evaluate under this CUDA toolkit, e.g. 12.8 (repeatable; default: every known one, "
+        "the verdict being the newest chosen one's)",
+    )
+    p.add_argument(
         "--format",
         choices=[f.value for f in Format],
         default=None,
@@ -164,8 +172,15 @@ def _options(args, excerpts: bool = False):
     """The pipeline's options; ``excerpts`` when an HTML report will show source lines."""
     from auditor.pipeline import Options
 
+    targets, toolkits = arch.parse_targets(args.target), arch.releases_of(_ids(args.cuda))
+    for label, releases in arch.unbuilt(targets, toolkits).items():
+        _say(
+            f"archaudit: warning: CUDA {', '.join(toolkits)} cannot build for {label}; "
+            f"it is judged by the toolkits that can ({', '.join(releases)})"
+        )
     return Options(
-        targets=arch.parse_targets(args.target),
+        targets=targets,
+        toolkits=toolkits,
         filters=Filters(tuple(args.include), tuple(args.exclude)),
         jobs=max(0, args.jobs),
         download_dir=(args.cache_dir or default_cache_dir()) / "downloads",
@@ -369,14 +384,14 @@ def cmd_explain(args) -> int:
 
         docs = [
             dict(
-                gate_document(g, result.targets),
+                gate_document(g, result.targets, result.toolkits),
                 findings=[{"rule": f.rule, "severity": f.severity, "message": f.message} for f in findings[g.id]],
             )
             for g in chosen
         ]
         print(json.dumps(docs, indent=2, ensure_ascii=False))
     else:
-        print("\n".join(explain.render(g, findings[g.id], result.targets) for g in chosen), end="")
+        print("\n".join(explain.render(g, findings[g.id], result.targets, result.toolkits) for g in chosen), end="")
     return exit_code((f.severity for fs in findings.values() for f in fs), args.fail_on)
 
 

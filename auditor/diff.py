@@ -315,6 +315,14 @@ def _definitions(
     return out, result
 
 
+def _toolkits_differ(a: Gate, b: Gate, targets, toolkits: tuple[str, ...]) -> bool:
+    """Whether the CUDA releases that admit a requested target changed (the flag a gate tests
+    now needs CUDA 13): a change even when the newest toolkit's answer is the same."""
+    if not (a.toolkits or b.toolkits):
+        return False
+    return meaning.toolkit_notes(a, targets, toolkits) != meaning.toolkit_notes(b, targets, toolkits)
+
+
 def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mode: str = "diff") -> DiffResult:
     """Gates added, removed and changed from ``old`` to ``new``, with their root causes."""
     targets = targets or new.targets
@@ -323,7 +331,7 @@ def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mo
     changes: list[GateChange] = []
     unchanged: list[tuple[Gate, Gate]] = []
     for a, b, how in pairs:
-        if how or set(a.admits) != set(b.admits):
+        if how or set(a.admits) != set(b.admits) or _toolkits_differ(a, b, targets, new.toolkits):
             changes.append(_change(Status.CHANGED, a, b, how or How.ADMITS, targets, sides))
         else:
             unchanged.append((a, b))
@@ -342,4 +350,5 @@ def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mo
         errors=tuple(old.errors) + tuple(new.errors),
         mode=mode,
         rules=new.rules,
+        toolkits=new.toolkits,
     )

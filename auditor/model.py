@@ -370,6 +370,8 @@ class AuditResult:
     key: str = ""
     """Digest of all the result was computed from (the inputs' contents, the tool, the options),
     when every part of it came through the result cache; "" otherwise. Reports are cached by it."""
+    toolkits: tuple[str, ...] = ()
+    """The CUDA toolkits the scan evaluated, oldest first (``12.8``, ``13.0``); empty: every known one."""
 
 
 class Status(Word):
@@ -511,6 +513,8 @@ class DiffResult:
     """``diff`` (two releases) or ``pr`` (two revisions of a pull request)."""
     rules: tuple[RuleInfo, ...] = ()
     """The rules the scans applied (SARIF describes them)."""
+    toolkits: tuple[str, ...] = ()
+    """The CUDA toolkits both scans evaluated, oldest first; empty: every known one."""
 
     @property
     def findings(self) -> tuple[Finding, ...]:

@@ -103,12 +103,19 @@ def domain_capabilities(domain: str) -> tuple[str, ...]:
     return arch.capabilities()
 
 
-def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
+def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ...] = ()) -> dict[str, str]:
     """Per requested target whose answer depends on the CUDA toolkit, which toolkits admit it
-    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike."""
+    (``{"12.1": "CUDA ≥ 12.9"}``); empty for a gate every toolkit answers alike.
+
+    ``toolkits``: the releases the scan chose (empty: every known one). Where the chosen ones
+    disagree, the note places the admitting ones among them; where none of them admits the
+    target and another toolkit does, among every toolkit ("needs" that CUDA: not dead). A
+    target none of them builds (12.1 under 12.8) is judged by the toolkits that do, as if
+    they were chosen (the command line says so once: :func:`arch.unbuilt`)."""
     noted = dict(gate.toolkits)
     if not noted:
         return {}
+    chosen = set(arch.releases_of(toolkits))
     out = {}
     for t in targets:
         members = t.variants if gate.domain == Domain.TARGET else (t.capability,)
@@ -118,8 +125,16 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target]) -> dict[str, str]:
         admitting = {
             r for m in members if m in noted or m in gate.admits for r in noted.get(m) or _having(m, gate.domain)
         }
-        if set(having) - admitting:  # some toolkit that has the target turns it away
-            out[t.label] = _releases([r for r in having if r in admitting], having)
+        judged = [r for r in having if r in chosen]
+        judged_admitting = [r for r in judged if r in admitting]
+        if not judged:  # no chosen toolkit builds it: those that do judge it, as when all are chosen
+            if admitting and set(having) - admitting:
+                out[t.label] = _releases(_in_order(admitting), having)
+        elif judged_admitting and len(judged_admitting) != len(judged):  # some chosen toolkit turns it away
+            out[t.label] = _releases(judged_admitting, judged)
+        elif not judged_admitting and admitting:  # only toolkits not chosen admit it: placed
+            # among every release (sm_101 of 12.9 alone is "CUDA 12.9", not "CUDA ≥ 12.9")
+            out[t.label] = _releases(_in_order(admitting), list(arch.releases_of()))
     return out
 
 

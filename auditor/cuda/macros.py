@@ -359,18 +359,23 @@ def _and(a: Tri, b: Tri) -> Tri:
 
 
 class Axis:
-    """Conditions over every nvcc target of every known toolkit.
+    """Conditions over every nvcc target of every known toolkit, judged by the chosen ones.
 
-    A target's verdict is the newest toolkit's that has it (sm_101 is 12.9's, sm_120 13.5's);
-    where an older toolkit answers otherwise (a ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a
-    without the family macros), the toolkits that admit the target are noted. Conditions are
+    A target's verdict is the newest chosen toolkit's that has it (by default every toolkit is
+    chosen: sm_101 is 12.9's, sm_120 13.5's); where toolkits answer differently (a
+    ``__CUDACC_VER_MAJOR__`` test, 12.8's sm_100a without the family macros), the toolkits
+    that admit the target are noted, chosen or not. A target no chosen toolkit has is noted
+    wherever a toolkit admits it (its code needs another CUDA: it is not dead); it is not
+    admitted when a chosen toolkit builds its capability otherwise (sm_120f under 12.8), and
+    judged by the toolkits that build it when none does (12.1 under 12.8). Conditions are
     evaluated once on every distinct (target, macros) point; only those that read a toolkit's
     version macros are evaluated once per toolkit as well.
     """
 
-    def __init__(self, table: MacroTable):
+    def __init__(self, table: MacroTable, releases: Sequence[str] = ()):
         self.targets = arch.target_order()
         self.toolkits = arch.toolkits()
+        chosen = set(arch.releases_of(releases))
         points: list[dict[str, int]] = []
         index: dict[tuple, int] = {}
         self._rows: list[list[int]] = []
@@ -391,11 +396,24 @@ class Axis:
         self._base = Evaluator(table, points)
         self._table = table
         self._per_toolkit: dict[int, Evaluator] = {}
-        self._newest_kit = [max(j for j, r in enumerate(self._rows) if r[i] >= 0) for i in range(len(self.targets))]
-        """Per target, the newest toolkit that has it: the one whose answer is the verdict."""
+        having = [[j for j, r in enumerate(self._rows) if r[i] >= 0] for i in range(len(self.targets))]
+        judged = [[j for j in js if self.toolkits[j].release in chosen] for js in having]
+        self._outside = {i for i, js in enumerate(judged) if not js}
+        """Targets no chosen toolkit has: noted wherever a toolkit admits them."""
+        built = {arch.capability_of(t) for i, t in enumerate(self.targets) if t != arch.HOST and judged[i]}
+        self._excluded = {i for i in self._outside if arch.capability_of(self.targets[i]) in built}
+        """Variants no chosen toolkit has of a capability one of them builds (12.8 has sm_120, not
+        sm_120f): never admitted. A capability none of them builds (12.1 under 12.8) is judged
+        by the toolkits that build it."""
+        for i in self._outside - self._excluded:
+            judged[i] = having[i]
+        self._newest_kit = [js[-1] if js else having[i][-1] for i, js in enumerate(judged)]
+        """Per target, the newest toolkit judging it: the verdict's."""
         self._newest = [self._rows[j][i] for i, j in enumerate(self._newest_kit)]
         self._varied = [i for i in range(len(self.targets)) if len({r[i] for r in self._rows if r[i] >= 0}) > 1]
         """Targets whose macros differ between toolkits: only there can arch-only answers differ."""
+        self._noted = sorted(set(self._varied) | self._outside)
+        """Targets whose arch-only answers may need a note."""
 
     def effective(self, constraints: Iterable[Constraint]) -> tuple[list[Tri], set[str], set[str], tuple]:
         """Where a branch body is compiled, per target; the unknown and derived names it went
@@ -404,9 +422,9 @@ class Axis:
         reach, unknowns, derived = self._base.effective(constraints)
         if unknowns & arch.TOOLKIT_MACROS:
             return self._per_toolkit_effective(constraints)
-        values = [reach[p] for p in self._newest]
+        values = [False if i in self._excluded else reach[p] for i, p in enumerate(self._newest)]
         notes: list = []
-        for i in self._varied:
+        for i in self._noted:
             self._note(notes, i, [None if r[i] < 0 else reach[r[i]] for r in self._rows])
         return values, unknowns, derived, tuple(notes)
 
@@ -424,15 +442,16 @@ class Axis:
         notes: list = []
         for i, newest in enumerate(self._newest_kit):
             column = [reach[i] for reach in per]
-            values.append(column[newest])
+            values.append(False if i in self._excluded else column[newest])
             self._note(notes, i, column)
         return values, unknowns, derived, tuple(notes)
 
     def _note(self, notes: list, i: int, column: list[Tri]) -> None:
-        """Record target ``i``'s admitting toolkits when they are not all the toolkits that have it."""
+        """Record target ``i``'s admitting toolkits when they are not all the toolkits that have it,
+        or when no chosen toolkit has it."""
         having = [j for j, row in enumerate(self._rows) if row[i] >= 0]
         admitting = [j for j in having if column[j] is not False]
-        if admitting and len(admitting) != len(having):
+        if admitting and (len(admitting) != len(having) or i in self._outside):
             notes.append((self.targets[i], tuple(self.toolkits[j].release for j in admitting)))
 
     def _evaluator(self, j: int) -> Evaluator:

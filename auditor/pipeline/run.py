@@ -73,6 +73,9 @@ class Options:
     """Findings already known (``engine.load_baseline``); they are not reported again."""
     excerpts: bool = False
     """Gather the source lines the HTML report shows (``AuditResult.excerpts``)."""
+    toolkits: tuple[str, ...] = ()
+    """The CUDA toolkits evaluated (``12.8``, ``13.0``); empty: every known one. A verdict is
+    the newest chosen toolkit's (:func:`arch.chosen_toolkits` checks the names)."""
 
     @property
     def ruleset(self) -> tuple[rulebook.Rule, ...]:
@@ -80,9 +83,12 @@ class Options:
         return rulebook.builtin() if self.rules is None else self.rules
 
 
-def cuda_gates(files: Sequence, reads: Sequence[Read], input_name: str) -> tuple[list[Gate], list[FileError]]:
-    """An input's C/CUDA gates, from its files' reads with the structure of the C/CUDA ones
-    (:meth:`Workers.read` with ``scan``), and its read and scan errors."""
+def cuda_gates(
+    files: Sequence, reads: Sequence[Read], input_name: str, toolkits: tuple[str, ...] = ()
+) -> tuple[list[Gate], list[FileError]]:
+    """An input's C/CUDA gates under the chosen CUDA ``toolkits``, from its files' reads with
+    the structure of the C/CUDA ones (:meth:`Workers.read` with ``scan``), and its read and
+    scan errors."""
     errors: list[FileError] = []
     scans: list[cuda.FileScan] = []
     for f, (info, scanned) in zip(files, reads):
@@ -93,7 +99,7 @@ def cuda_gates(files: Sequence, reads: Sequence[Read], input_name: str) -> tuple
         elif scanned is not None:
             scans.append(scanned)
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    return cuda.gates(scans, table, Axis(table), input_name, errors), errors
+    return cuda.gates(scans, table, Axis(table, toolkits), input_name, errors), errors
 
 
 def apply_rules(
@@ -145,14 +151,18 @@ class _Survey:
     final_key: str
     """The finished result (gates with features, findings, binary records) under these options."""
     input_key: str
-    """What the files alone decide (the extracted gates and errors), whatever the options."""
+    """What the files and the chosen toolkits decide (the extracted gates and errors), whatever
+    the other options."""
 
 
 def _survey(files: list, input_name: str, options: Options) -> _Survey:
     with Workers(options.jobs, len(files), options.progress) as workers:
         reads = workers.read(files, digest=True, scan=False)
     digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
-    return _Survey(reads, f"result:{digest}:{config_digest(options)}:{input_name}", f"{digest}:{input_name}")
+    kits = ",".join(arch.releases_of(options.toolkits))
+    return _Survey(
+        reads, f"result:{digest}:{config_digest(options)}:{input_name}", f"{digest}:cuda={kits}:{input_name}"
+    )
 
 
 def _evaluate(
@@ -173,7 +183,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
     with Workers(options.jobs, len(files), options.progress) as workers:
         kept = store.recall(f"python:{key}", EXTRACTED)
         first = survey.reads if survey else None
-        pending = workers.python(_python_files(files, first)) if kept is None else finished(kept)
+        pending = workers.python(_python_files(files, first), options.toolkits) if kept is None else finished(kept)
         reads = first if first is not None else workers.read(files, digest=False, scan=True)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
@@ -188,7 +198,9 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         c_found = store.memo(
             f"cuda:{key}",
             EXTRACTED,
-            lambda: cuda_gates(files, _scanned(files, reads, store, workers) if survey else reads, input_name),
+            lambda: cuda_gates(
+                files, _scanned(files, reads, store, workers) if survey else reads, input_name, options.toolkits
+            ),
         )
         reads = []  # let the C/CUDA structures go while the Python pass finishes
         c_gates, c_findings = judged(c_found, [f for f in marked if f.language != "python"])
@@ -228,9 +240,10 @@ def _placed(found: tuple[list[Gate], list[FileError]], input_name: str) -> tuple
 
 
 def config_digest(options: Options) -> str:
-    """What besides the files decides a result: targets, rules, selection, baseline."""
+    """What besides the files decides a result: targets, toolkits, rules, selection, baseline."""
     parts = [
         [repr(t) for t in options.targets],
+        list(arch.releases_of(options.toolkits)),
         [
             [r.id, r.name, r.severity, list(r.languages), list(r.kinds), r.condition, r.message, r.source]
             for r in options.ruleset
@@ -404,4 +417,5 @@ class Scan:
             rules=tuple(map(rule_info, options.ruleset)),
             excerpts=tuple(sorted(shown, key=lambda x: (x.input, x.file))),
             key=self.key,
+            toolkits=arch.releases_of(options.toolkits),
         )

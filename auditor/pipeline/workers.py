@@ -113,14 +113,14 @@ SCANNED: Codec[Read] = Codec(_encode_read, _decode_read)
 """A C/CUDA file's scan, kept by its content digest (:func:`located` puts it back in place)."""
 
 
-def _python_task(files: Sequence, jobs: int = 1) -> tuple[list[Gate], list[FileError]]:
+def _python_task(files: Sequence, jobs: int = 1, toolkits: tuple[str, ...] = ()) -> tuple[list[Gate], list[FileError]]:
     """The Python pass in a pool worker, its modules read in ``jobs`` processes of its own. A
     file that cannot be read reads as empty (:class:`LazyFile`): the read pass reports it.
     Its progress goes back through the pool's channel, when the parent opened one."""
     global _CHANNEL
     channel = _CHANNEL
     if channel is None:
-        return python_gates.extract(files, jobs)
+        return python_gates.extract(files, jobs, toolkits=toolkits)
 
     def report(step: str, done: int, total: int) -> None:
         # at most ~100 messages a step: all of them fit in the pipe, so the flush below never
@@ -129,7 +129,7 @@ def _python_task(files: Sequence, jobs: int = 1) -> tuple[list[Gate], list[FileE
             channel.put((step, done, total))
 
     try:
-        return python_gates.extract(files, jobs, report)
+        return python_gates.extract(files, jobs, report, toolkits)
     finally:  # flush what is queued before the result goes back (this worker reports no more)
         _CHANNEL = None
         channel.close()
@@ -180,11 +180,12 @@ class Workers:
         if self.channel is not None:
             self.channel.close()
 
-    def python(self, files: Sequence) -> Future:
-        """The Python pass: in a worker when there is a pool (see :meth:`wait`), else now."""
+    def python(self, files: Sequence, toolkits: tuple[str, ...] = ()) -> Future:
+        """The Python pass under the chosen CUDA ``toolkits``: in a worker when there is a pool
+        (see :meth:`wait`), else now."""
         if self.pool is not None:
-            return self.pool.submit(_python_task, files, self.workers)
-        return finished(python_gates.extract(files, self.workers, self._python_progress))
+            return self.pool.submit(_python_task, files, self.workers, toolkits)
+        return finished(python_gates.extract(files, self.workers, self._python_progress, toolkits))
 
     def wait(self, future: Future) -> tuple[list[Gate], list[FileError]]:
         """The Python pass's result, passing on its progress while it runs (and what it

@@ -54,7 +54,7 @@ class State:
 
 
 NEWEST = arch.toolkits()[-1].release
-"""The toolkit everything is evaluated with unless a scan asks for another."""
+"""The newest known toolkit: what everything is evaluated with when a scan chooses none."""
 _BY_TOOLKIT = Val(frozenset())
 """Cached in place of a result that read the toolkit: that result is in ``per_toolkit``."""
 
@@ -67,7 +67,7 @@ class Core:
     """The evaluator's state. Fields are set only here and by the concerns; outside code goes
     through :meth:`on`, :meth:`observe`, :meth:`scanning` and :meth:`quiet`."""
 
-    def __init__(self, prog: Program, relevant: Relevant) -> None:
+    def __init__(self, prog: Program, relevant: Relevant, toolkits: tuple[str, ...] = ()) -> None:
         self.prog = prog
         self.relevant = relevant
         self.table = names_mod.table()
@@ -77,7 +77,12 @@ class Core:
         self.cap: Cap = Cap((0, 0))
         self.dep = False
         """Whether ``cap`` was read since this was last cleared (see :meth:`_cached`)."""
-        self.toolkit = NEWEST
+        self.newest = arch.releases_of(toolkits)[-1]
+        """The newest chosen toolkit: its answers are the verdicts."""
+        self.others = tuple(k.release for k in arch.toolkits() if k.release != self.newest)
+        """Every other known toolkit, oldest first: a scope that reads the toolkit is walked under
+        each too, so that a gate says which toolkits admit a capability, chosen or not."""
+        self.toolkit = self.newest
         """The CUDA toolkit's release (``12.9``): a second coordinate, read far more rarely."""
         self.tdep = False
         """Whether ``toolkit`` was read since this was last cleared."""
@@ -106,12 +111,13 @@ class Core:
         self.cap = cap
 
     def observe(
-        self, cap: Cap, fn: Callable[[State], R], st: State, toolkit: str = NEWEST
+        self, cap: Cap, fn: Callable[[State], R], st: State, toolkit: str | None = None
     ) -> tuple[R, bool, bool, list]:
         """``fn(st)`` on ``cap`` and ``toolkit`` in scan mode, with whether it read the capability
         and the toolkit (if neither, its result holds on every one) and the (node, value) of
-        each evaluation."""
-        self.cap, self.toolkit, self.dep, self.tdep, self.recorded = cap, toolkit, False, False, []
+        each evaluation. ``toolkit``: the newest chosen one unless given."""
+        self.cap, self.dep, self.tdep, self.recorded = cap, False, False, []
+        self.toolkit = toolkit or self.newest
         r = fn(st)
         return r, self.dep, self.tdep, self.recorded
 

@@ -36,17 +36,23 @@ Progress = Callable[[str, int, int], None] | None
 
 
 def extract(
-    files: Sequence[model.SourceFile], jobs: int = 1, progress: Progress = None
+    files: Sequence[model.SourceFile], jobs: int = 1, progress: Progress = None, toolkits: tuple[str, ...] = ()
 ) -> tuple[list[model.Gate], list[model.FileError]]:
     """Gates and unreadable files among the Python files of one input: the program is loaded
-    once (:func:`load`), then its modules are read (:func:`read`)."""
+    once (:func:`load`), then its modules are read (:func:`read`) under the chosen CUDA
+    ``toolkits`` (empty: every known one)."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
     prog, relevant = load(python, progress)
-    return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress)
+    return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress, toolkits)
 
 
 def read(
-    prog: Program, relevant: Relevance, inputs: dict[str, str], jobs: int = 1, progress: Progress = None
+    prog: Program,
+    relevant: Relevance,
+    inputs: dict[str, str],
+    jobs: int = 1,
+    progress: Progress = None,
+    toolkits: tuple[str, ...] = (),
 ) -> tuple[list[model.Gate], list[model.FileError]]:
     """The gates of a loaded program's modules, read off in batches of neighbours (by path:
     they tend to call the same predicates), each batch with an evaluator of its own, in
@@ -55,7 +61,7 @@ def read(
     paths = sorted(prog.by_path)
     batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
     global _LOADED
-    _LOADED = (prog, relevant, inputs)
+    _LOADED = (prog, relevant, inputs, toolkits)
     # The loaded program lives until the end: frozen, the cyclic collector stops re-walking its
     # millions of objects on every collection (a fifth of the reading time), and forked
     # readers do not copy its pages to update their collector headers.
@@ -87,18 +93,18 @@ def _counted(parts: Iterable, total: int, progress: Progress) -> list:
     return out
 
 
-_LOADED: tuple[Program, Relevance, dict[str, str]] | None = None
-"""(program, relevance, input names) while :func:`extract` reads modules (forked workers inherit it)."""
+_LOADED: tuple[Program, Relevance, dict[str, str], tuple[str, ...]] | None = None
+"""(program, relevance, input names, chosen toolkits) while :func:`extract` reads modules (forked workers inherit it)."""
 
 
 def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.FileError]]:
     """One batch of modules, in path order, with one evaluator (its caches shared by the batch)."""
     assert _LOADED is not None
-    prog, relevant, inputs = _LOADED
+    prog, relevant, inputs, toolkits = _LOADED
     lists = list_tokens()
     gates: list[model.Gate] = []
     errors: list[model.FileError] = []
-    it = Interp(prog, relevant)
+    it = Interp(prog, relevant, toolkits)
     for path in paths:
         mod = prog.by_path[path]
         try:
@@ -107,7 +113,7 @@ def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.Fi
                 found += scan_lists(it, mod)
         except RecursionError:
             errors.append(model.FileError(path, TOO_DEEP, inputs.get(path, "")))
-            it = Interp(prog, relevant)  # what the abandoned evaluation left behind is not reused
+            it = Interp(prog, relevant, toolkits)  # what the abandoned evaluation left behind is not reused
             continue
         gates += _finish(mod, found, inputs.get(path, ""))
     return gates, errors

@@ -18,9 +18,8 @@ from tree_sitter import Node
 from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
-from auditor.python.core import NEWEST
 from auditor.python.interp import Interp
-from auditor.python.scan import OLDER, Older, Rec, Scanner
+from auditor.python.scan import Older, Rec, Scanner
 from auditor.python.symbols import Module
 from auditor.python.syntax import callee_name, child, context_of, line_of, one_line
 from auditor.python.values import Taint, capability
@@ -262,15 +261,17 @@ class Assembler:
         """The capabilities that only some toolkits admit (``admitted(point)``), with the releases
         that do; only where ``node`` was evaluated under every toolkit (its scope read one)."""
         r = self.recs.get(node.id)
-        if r is None or not OLDER:
+        others, newest = self.it.others, self.it.newest
+        if r is None or not others:
             return ()
         out = []
         for label in self.caps:
             cap = capability(label)
-            if Older(cap, OLDER[0]) not in r.truths:
+            if Older(cap, others[0]) not in r.truths:
                 continue
-            admitting = tuple(k for k in OLDER if admitted(Older(cap, k))) + ((NEWEST,) if admitted(cap) else ())
-            if admitting and len(admitting) != len(OLDER) + 1:
+            points = {k: cap if k == newest else Older(cap, k) for k in arch.releases_of()}
+            admitting = tuple(k for k, point in points.items() if admitted(point))
+            if admitting and len(admitting) != len(others) + 1:
                 out.append((label, admitting))
         return tuple(out)
 

@@ -13,9 +13,9 @@ Whether code is live only decides which branches' variables meet after an ``if``
 statement evaluates the same in live and dead code. Path taint plays no part in a scan.
 
 The CUDA toolkit is a second coordinate, read by few scopes: a scope is walked with every
-capability under the newest toolkit, and only when that walk read the toolkit is it walked
-again, in its place, with every capability under every toolkit (an :class:`Older` point for
-each older one).
+capability under the newest chosen toolkit, and only when that walk read the toolkit is it
+walked again, in its place, with every capability under every known toolkit (an
+:class:`Older` point for each of the evaluator's ``others``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from auditor import arch
-from auditor.python.core import NEWEST, Frame, State
+from auditor.python.core import Frame, State
 from auditor.python.interp import Interp
 from auditor.python.symbols import Module
 from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, try_parts
@@ -55,21 +54,18 @@ States = dict
 """``{point: State}`` in point order; points with the same variables and liveness share one
 State (and one variables dict, which is never changed once made)."""
 
-OLDER = tuple(k.release for k in arch.toolkits() if k.release != NEWEST)
-"""The toolkits before the newest, oldest first."""
-
 
 class Older(NamedTuple):
-    """A point of a scan: a capability under an older toolkit. A capability alone is a point
-    too: under the newest toolkit, whose answers are the verdicts."""
+    """A point of a scan: a capability under another toolkit than the verdicts'. A capability alone is a point
+    too: under the newest chosen toolkit, whose answers are the verdicts."""
 
     cap: Cap
     toolkit: str
 
 
-def with_toolkits(caps) -> list:
-    """Every capability under every toolkit, in point order."""
-    return [p for c in caps for p in (*(Older(c, r) for r in OLDER), c)]
+def with_toolkits(caps, others: Sequence[str]) -> list:
+    """Every capability under every toolkit (the ``others``, then the one of the verdicts), in point order."""
+    return [p for c in caps for p in (*(Older(c, r) for r in others), c)]
 
 
 _WORD = re.compile(r"\w+")
@@ -92,7 +88,7 @@ class Scanner:
     def __init__(self, it: Interp, caps: tuple[Cap, ...]) -> None:
         self.it = it
         self.caps = caps
-        self.order = {p: i for i, p in enumerate(with_toolkits(caps))}
+        self.order = {p: i for i, p in enumerate(with_toolkits(caps, it.others))}
         self.log: list[tuple[tuple, list]] = []
         """(points, [(node, value), ...]) of each evaluation, in walk order."""
         self.read_toolkit = False
@@ -135,9 +131,9 @@ class Scanner:
         outer, self.read_toolkit = self.read_toolkit, False
         mark = len(self.log)
         walk(points)
-        if self.read_toolkit and not any(type(p) is Older for p in points):
+        if self.read_toolkit and self.it.others and not any(type(p) is Older for p in points):
             del self.log[mark:]
-            walk(with_toolkits(points))
+            walk(with_toolkits(points, self.it.others))
         self.read_toolkit = outer
 
     def _parameters(self, mod: Module, node: Node, cls: str | None, st: State) -> State:
@@ -360,7 +356,7 @@ class Scanner:
     def records(self) -> dict[int, Rec]:
         """Per node evaluated to a tainted value (or tested as a condition), what every
         evaluation of it gave, per point; taints joined in capability order, the newest
-        toolkit's first (what an older toolkit decides depends on the arch too)."""
+        toolkit's first (what another toolkit decides depends on the arch too)."""
         conditions = self.it.conditions
         marked = {node.id for _, log in self.log for node, v in log if v.taint is not None or node.id in conditions}
         recs: dict[int, Rec] = {}
@@ -383,7 +379,7 @@ class Scanner:
             per_point = taints[nid]
             for c in self.caps:
                 r.taint = merge(r.taint, per_point.get(c))
-            if len(per_point) > len(self.caps):  # evaluated under older toolkits too
+            if len(per_point) > len(self.caps):  # evaluated under the other toolkits too
                 for p, t in per_point.items():
                     if type(p) is Older:
                         r.taint = merge(r.taint, t)

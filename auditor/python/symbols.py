@@ -19,6 +19,7 @@ import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from auditor.model import FileError, SourceFile
+from auditor.python import recover
 from auditor.python.syntax import child, text_of
 
 _PY2 = ("print_statement", "exec_statement")
@@ -155,19 +156,19 @@ def first_error(root: Node, data: bytes) -> Node | None:
 
 def parse(file: SourceFile) -> tuple[Module | None, FileError | None]:
     """Parse one file. A bad encoding is an error and no module; a syntax error (or a Python 2
-    statement) is an error too, but the statements tree-sitter did parse are kept."""
+    statement) is an error too, but the statements tree-sitter did parse are kept. Valid
+    Python that tree-sitter rejects is no error (:mod:`auditor.python.recover`)."""
     try:
         file.data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = file.data.count(b"\n", 0, e.start) + 1
         return None, FileError(file.path, f"not valid UTF-8 at line {line}", file.input)
-    tree = parser().parse(file.data)
-    err = first_error(tree.root_node, file.data)
+    data, tree, err = recover.readable(file.data, parser().parse, first_error)
     error = None
     if err is not None:
         error = FileError(file.path, f"python syntax error at line {err.start_point[0] + 1}", file.input)
     name, is_package = module_name(file.path)
-    mod = Module(file.path, name, is_package, file.data, tree.root_node)
+    mod = Module(file.path, name, is_package, data, tree.root_node)
     _collect(mod, tree.root_node.children, mod.bindings, "")
     return mod, error
 

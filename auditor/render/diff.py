@@ -25,6 +25,7 @@ from auditor.model import (
 )
 from auditor.render import markdown, report
 from auditor.render.json import finding_document, gate_document
+from auditor.verdicts import toolkit_notes
 
 SCHEMA = "archaudit-diff/1"
 MARKER = "<!-- archaudit -->"
@@ -47,6 +48,28 @@ def _admits(gate: Gate | None) -> str:
 
 def _where(c: GateChange) -> str:
     return f"{c.gate.file}:{c.gate.line}"
+
+
+ANY_CUDA = "any CUDA"
+"""A target every chosen toolkit answers alike for, beside one whose answer depends on the toolkit."""
+
+
+def toolkit_cell(c: GateChange, d: DiffResult) -> str:
+    """Which CUDA releases admit each requested target, where the toolkit changes an answer on
+    either side (``12.1: CUDA ≥ 12.9``; ``12.0: any CUDA → CUDA ≥ 13.0`` when that changed);
+    "" when no toolkit changes any answer, so the column shows only where it matters."""
+    before = toolkit_notes(c.old, d.targets, d.toolkits) if c.old is not None else {}
+    after = toolkit_notes(c.new, d.targets, d.toolkits) if c.new is not None else {}
+    parts = []
+    for t in d.targets:
+        b, a = before.get(t.label), after.get(t.label)
+        if not (a or b):
+            continue
+        if c.old is None or c.new is None or a == b:
+            parts.append(f"{t.label}: {a or b}")
+        else:
+            parts.append(f"{t.label}: {b or ANY_CUDA} → {a or ANY_CUDA}")
+    return "; ".join(parts)
 
 
 def _worst(findings) -> str:
@@ -80,7 +103,7 @@ def _side(inputs) -> str:
 # -- text ----------------------------------------------------------------------------------
 
 
-def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
+def _text_change(c: GateChange, d: DiffResult, indent: str = "  ") -> list[str]:
     g = c.gate
     head = f"{indent}{c.status:<8} {_where(c)}  {g.kind}  {g.expression}"
     if c.how == How.REWRITTEN and c.old is not None:
@@ -95,6 +118,9 @@ def _text_change(c: GateChange, indent: str = "  ") -> list[str]:
     if g.guards == Guards.REJECT:
         tail += "; guards an exit (raise or early return)"
     out.append(f"{indent}         admits {admits}   {tail}")
+    kits = toolkit_cell(c, d)
+    if kits:
+        out.append(f"{indent}         admitted with {kits}")
     out += [f"{indent}         [{f.severity}] {f.rule}: {f.message}" for f in c.findings]
     return out
 
@@ -111,7 +137,7 @@ def _detail(dc: DefinitionChange, side: str) -> str:
     return (f"{dc.file}:{dc.new_line}: " if dc.old_file else "") + dc.new_detail
 
 
-def _text_definition(dc: DefinitionChange) -> list[str]:
+def _text_definition(dc: DefinitionChange, d: DiffResult) -> list[str]:
     moved = dc.old_line and dc.new_line and dc.old_line != dc.new_line and not dc.old_file
     out = [
         f"definition changed: {dc.name}  {dc.file}:"
@@ -126,7 +152,7 @@ def _text_definition(dc: DefinitionChange) -> list[str]:
     if dc.call_sites:
         out.append("    call sites:")
         for c in dc.call_sites:
-            out += _text_change(c, "      ")
+            out += _text_change(c, d, "      ")
     else:
         out.append("    no call site changed")
     if dc.unchanged_call_sites:
@@ -153,13 +179,13 @@ def render_text(d: DiffResult) -> str:
                 f"{s['now_admits'][t.label]} now admit it"
             )
     for dc in d.definitions:
-        out += [""] + _text_definition(dc)
+        out += [""] + _text_definition(dc, d)
     for status in STATUSES:
         rows = d.by_status(status)
         if rows:
             out += ["", f"{status} ({len(rows)}):"]
             for c in rows:
-                out += _text_change(c)
+                out += _text_change(c, d)
     if not d.changes:
         out += ["", "no architecture gate was added, removed or changed"]
     for e in d.errors:
@@ -170,7 +196,7 @@ def render_text(d: DiffResult) -> str:
 # -- JSON ----------------------------------------------------------------------------------
 
 
-def _change_doc(c: GateChange, targets) -> dict:
+def _change_doc(c: GateChange, targets, toolkits: tuple[str, ...]) -> dict:
     return {
         "status": c.status,
         "how": c.how,
@@ -181,8 +207,8 @@ def _change_doc(c: GateChange, targets) -> dict:
         "delta": list(c.delta),
         "definition": c.definition or None,
         "causes": list(c.causes),
-        "old": gate_document(c.old, targets) if c.old else None,
-        "new": gate_document(c.new, targets) if c.new else None,
+        "old": gate_document(c.old, targets, toolkits) if c.old else None,
+        "new": gate_document(c.new, targets, toolkits) if c.new else None,
         "findings": [finding_document(f) for f in c.findings],
     }
 
@@ -206,6 +232,7 @@ def document(d: DiffResult) -> dict:
         "tool": {"name": "archaudit", "version": d.tool_version},
         "mode": d.mode,
         "targets": [t.label for t in d.targets],
+        **({"cuda": list(d.toolkits)} if d.toolkits and d.toolkits != arch.releases_of() else {}),
         "old": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.old_inputs]},
         "new": {"inputs": [{"path": i.path, "kind": i.kind} for i in d.new_inputs]},
         "summary": summary(d),
@@ -225,7 +252,7 @@ def document(d: DiffResult) -> dict:
             }
             for dc in d.definitions
         ],
-        "changes": [_change_doc(c, d.targets) for c in d.changes],
+        "changes": [_change_doc(c, d.targets, d.toolkits) for c in d.changes],
         "findings": [finding_document(f) for f in d.findings],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in d.errors],
     }
@@ -258,9 +285,11 @@ class Row:
     findings: tuple[tuple[str, str, str], ...]
     """(severity, rule, message)."""
     guards: str
+    toolkits: str = ""
+    """Which CUDA releases admit a target, where that differs (:func:`toolkit_cell`)."""
 
 
-def _row(c: GateChange) -> Row:
+def _row(c: GateChange, d: DiffResult) -> Row:
     return Row(
         status=c.status,
         file=c.gate.file,
@@ -275,6 +304,7 @@ def _row(c: GateChange) -> Row:
         severity=_worst(c.findings),
         findings=tuple((f.severity, f.rule, f.message) for f in c.findings),
         guards=c.gate.guards,
+        toolkits=toolkit_cell(c, d),
     )
 
 
@@ -282,7 +312,7 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
     """The plain view-model the templates receive; at most ``limit`` rows per table."""
     sections = []
     for status in STATUSES:
-        rows = [_row(c) for c in d.by_status(status)]
+        rows = [_row(c, d) for c in d.by_status(status)]
         sections.append({"status": status, "rows": rows[:limit], "omitted": max(0, len(rows) - limit)})
     definitions = [
         {
@@ -291,8 +321,8 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
             "old_line": dc.old_line,
             "new_line": dc.new_line,
             "details": (_detail(dc, "old"), _detail(dc, "new")) if _details_differ(dc) else None,
-            "body": [_row(c) for c in dc.body],
-            "call_sites": [_row(c) for c in dc.call_sites[: min(limit, CALL_SITE_ROWS)]],
+            "body": [_row(c, d) for c in dc.body],
+            "call_sites": [_row(c, d) for c in dc.call_sites[: min(limit, CALL_SITE_ROWS)]],
             "omitted": max(0, len(dc.call_sites) - min(limit, CALL_SITE_ROWS)),
             "unchanged": dc.unchanged_call_sites,
         }
@@ -311,6 +341,7 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
         "definitions_omitted": max(0, len(d.definitions) - DEFINITIONS_SHOWN),
         "errors": [(e.input, e.file, e.reason) for e in d.errors],
         "icons": markdown.ICONS,
+        "toolkit_column": any(toolkit_cell(c, d) for c in d.changes),
     }
 
 
@@ -349,5 +380,6 @@ def render_sarif(d: DiffResult) -> str:
         gates=gates,
         findings=d.findings,
         rules=d.rules,
+        toolkits=d.toolkits,
     )
     return sarif.render(result)

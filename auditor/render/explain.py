@@ -90,8 +90,8 @@ def _admitted_table(gate: Gate, targets: Sequence[Target]) -> list[str]:
     return rows
 
 
-def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target]) -> str:
-    """One gate, step by step, for people."""
+def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target], toolkits: tuple[str, ...] = ()) -> str:
+    """One gate, step by step, for people (``toolkits``: the CUDA releases the scan chose)."""
     out = [f"{gate.file}:{gate.line}  {gate.kind} ({gate.language})  gate {gate.id}", f"  condition: {gate.expression}"]
     if gate.context:
         out.append(f"  inside: {gate.context}")
@@ -114,9 +114,11 @@ def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target]) -
     out.append(f"  admits ({gate.domain} domain): {arch.compact(gate.domain, gate.admits)}")
     out += _admitted_table(gate, targets)
     if gate.toolkits:
-        out.append("  each target as its newest CUDA toolkit answers; where toolkits disagree, the ones that admit:")
+        out.append(
+            "  each target as its newest chosen CUDA toolkit answers; where toolkits disagree, the ones that admit:"
+        )
         out += [f"    {member}: {', '.join(releases)}" for member, releases in gate.toolkits]
-        out += [f"    {label} *: {note}" for label, note in verdicts.toolkit_notes(gate, targets).items()]
+        out += [f"    {label} *: {note}" for label, note in verdicts.toolkit_notes(gate, targets, toolkits).items()]
     first, last = gate.body_lines
     if gate.features:
         out.append(f"  guarded region (lines {first}-{last}) uses:")

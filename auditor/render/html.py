@@ -194,7 +194,10 @@ def view(result: AuditResult) -> dict:
             "guards": strings(g.guards),
             "name_implies": [strings(a) for a in g.name_implies],
             "compact": strings(arch.compact(g.domain, g.admits)),
-            "toolkits": [[strings(label), strings(note)] for label, note in verdicts.toolkit_notes(g, targets).items()],
+            "toolkits": [
+                [strings(label), strings(note)]
+                for label, note in verdicts.toolkit_notes(g, targets, result.toolkits).items()
+            ],
         }
         gates.append([row[k] for k in GATE_FIELDS])
     code = {}

@@ -11,8 +11,8 @@ from auditor.verdicts import classify, toolkit_notes, verdicts
 SCHEMA = "archaudit/1"
 
 
-def gate_document(gate: Gate, targets) -> dict:
-    """One gate as the contract spells it, plus a few extra fields."""
+def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
+    """One gate as the contract spells it, plus a few extra fields (``toolkits``: the CUDA releases the scan chose)."""
     v = verdicts(gate, targets)
     doc = {
         "id": gate.id,
@@ -55,7 +55,7 @@ def gate_document(gate: Gate, targets) -> dict:
         doc["name_implies"] = list(gate.name_implies)
     if gate.toolkits:
         doc["toolkits"] = {target: list(releases) for target, releases in gate.toolkits}
-        doc["toolkit_verdicts"] = toolkit_notes(gate, targets)
+        doc["toolkit_verdicts"] = toolkit_notes(gate, targets, toolkits)
     return doc
 
 
@@ -79,8 +79,9 @@ def document(result: AuditResult) -> dict:
         "schema": SCHEMA,
         "tool": {"name": "archaudit", "version": result.tool_version},
         "targets": [t.label for t in result.targets],
+        **({"cuda": list(result.toolkits)} if result.toolkits and result.toolkits != arch.releases_of() else {}),
         "inputs": [{"path": i.path, "kind": i.kind} for i in result.inputs],
-        "gates": [gate_document(g, result.targets) for g in result.gates],
+        "gates": [gate_document(g, result.targets, result.toolkits) for g in result.gates],
         "findings": [finding_document(f) for f in result.findings],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
         **({"binaries": [binary_document(b) for b in result.binaries]} if result.binaries else {}),

@@ -100,7 +100,7 @@ def _rows(result: AuditResult, base: str) -> list[Row]:
                     severity=worst,
                     where=link(base, g.file, g.line),
                     expression=code(_shorten(g.expression)),
-                    admits=_plain(arch.compact(g.domain, g.admits) + _toolkits(g, result.targets)),
+                    admits=_plain(arch.compact(g.domain, g.admits) + _toolkits(g, result.targets, result.toolkits)),
                     rules=", ".join(sorted({f.rule for f in fs})) or "—",
                     classification=report.classification(fs) or "—",
                 ),
@@ -109,9 +109,9 @@ def _rows(result: AuditResult, base: str) -> list[Row]:
     return [r for _, r in sorted(rows, key=lambda kr: kr[0])]
 
 
-def _toolkits(g: Gate, targets: tuple[Target, ...]) -> str:
+def _toolkits(g: Gate, targets: tuple[Target, ...], toolkits: tuple[str, ...] = ()) -> str:
     """``" (12.1: CUDA ≥ 12.9)"`` where the toolkit changes a requested target's answer."""
-    notes = toolkit_notes(g, targets)
+    notes = toolkit_notes(g, targets, toolkits)
     return " (" + "; ".join(f"{t}: {n}" for t, n in notes.items()) + ")" if notes else ""
 
 

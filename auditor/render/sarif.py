@@ -60,7 +60,7 @@ def _location(base: str, file: str, line: int, end_line: int = 0) -> dict:
     }
 
 
-def _result(f: Finding, gate: Gate | None, index: int, base: str, targets) -> dict:
+def _result(f: Finding, gate: Gate | None, index: int, base: str, targets, toolkits: tuple[str, ...] = ()) -> dict:
     out: dict = {
         "ruleId": f.rule,
         "ruleIndex": index,
@@ -80,7 +80,7 @@ def _result(f: Finding, gate: Gate | None, index: int, base: str, targets) -> di
                 "targets": [t.label for t in targets],
             }
         )
-        notes = toolkit_notes(gate, targets)
+        notes = toolkit_notes(gate, targets, toolkits)
         if notes:
             out["properties"]["toolkits"] = notes
         related = [
@@ -123,7 +123,12 @@ def document(result: AuditResult) -> dict:
                 or {default_base: {"description": {"text": "root of the scanned input"}}},
                 "results": [
                     _result(
-                        f, gates.get((f.input, f.gate)), index[f.rule], bases.get(f.input, default_base), result.targets
+                        f,
+                        gates.get((f.input, f.gate)),
+                        index[f.rule],
+                        bases.get(f.input, default_base),
+                        result.targets,
+                        result.toolkits,
                     )
                     for f in findings
                 ],

@@ -68,7 +68,7 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
             lines.append(f"         admits {arch.compact(g.domain, g.admits)}   {verdict}")
             if g.unknowns:
                 lines.append(f"         depends on {', '.join(g.unknowns)}")
-            notes = toolkit_notes(g, targets)
+            notes = toolkit_notes(g, targets, result.toolkits)
             if notes:
                 lines.append("         admitted with " + "; ".join(f"{t}: {n}" for t, n in notes.items()))
             for r in g.resolutions[:3]:

@@ -9,7 +9,6 @@ import pytest
 from auditor import arch
 from auditor.python.core import NEWEST
 from auditor.python.gates import scan_module
-from auditor.python.scan import OLDER
 from auditor.python.values import Ver, capability, version
 from tests.python.program import expression, interp, program
 
@@ -21,9 +20,13 @@ from .cpp_ext import get_cuda_version, is_cuda_version_at_least, version_at_leas
 """
 
 
+OLDER = tuple(k.release for k in arch.toolkits()[:-1])
+
+
 def test_the_newest_toolkit_is_evaluated_by_default():
-    assert NEWEST == arch.toolkits()[-1].release
-    assert OLDER == tuple(k.release for k in arch.toolkits()[:-1])
+    it = interp(program(**{"m.py": "x = 1\n"}))
+    assert it.newest == NEWEST == arch.toolkits()[-1].release
+    assert it.others == OLDER
 
 
 @pytest.mark.parametrize(
