@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from auditor.model import Resolution
+from auditor.model import GateKind, Resolution, ResolvedBy
 from auditor.python.core import FUEL, MAX_DEPTH, Core, Frame, OutOfFuel, State
+from auditor.python.parameters import Form, capability_parameters
 from auditor.python.resolve import retag
 from auditor.python.symbols import Binding, Module, definition_at
 from auditor.python.syntax import callee_name, child, line_of, method_kind, one_line, text_of
 from auditor.python.values import (
     ANY,
+    Cap,
     NOTHING,
     UNKNOWN,
     ClassRef,
@@ -28,9 +30,13 @@ from auditor.python.values import (
     Wrapper,
     capability,
     join,
+    make,
+    taint,
     truth,
     val,
 )
+
+_PARAMETER = taint(GateKind.CAPABILITY_COMPARE, ResolvedBy.LITERAL)
 
 
 class Calls(Core):
@@ -80,6 +86,8 @@ class Calls(Core):
             return self.method(x, args)
         if isinstance(x, ExtRef):
             return self.external(x, args, kwargs, splat)
+        if isinstance(x, (ClassRef, ExtRef)) and _type_name(x) in self.table.capability_types:
+            return _constructed(args)
         if isinstance(x, ClassRef):
             return ANY
         if x is UNKNOWN and name:
@@ -243,6 +251,20 @@ class Calls(Core):
             else:
                 env[name] = ANY
 
+    def capability_arguments(self, mod: Module, node: Node) -> dict[str, Val]:
+        """The parameters of ``node`` that hold the device capability (:mod:`parameters`), bound
+        to the capability being evaluated in the form the body reads: a scan of the function
+        is then a scan of the predicate it is of its parameter."""
+        key = (mod.name, node.start_byte)
+        forms = self.forms.get(key)
+        if forms is None:
+            forms = self.forms[key] = capability_parameters(node, self.table)
+        if not forms:
+            return {}
+        self.dep = True
+        cap = self.cap
+        return {name: val(_in_form(cap, form), taint=_PARAMETER) for name, form in forms.items()}
+
     def admits(self, key: tuple, labels: tuple[str, ...]) -> frozenset[str]:
         """Where a resolved predicate (by its definition) can be true, over all capabilities:
         what its name promises is checked against this."""
@@ -268,3 +290,27 @@ class Calls(Core):
         result = frozenset(out)
         self.cache[("admits", key)] = result
         return result
+
+
+def _in_form(cap: Cap, form: Form):
+    if form is Form.NUMBER:
+        return cap[0] * 10 + cap[1]
+    if form is Form.MAJOR:
+        return cap[0]
+    return cap
+
+
+def _type_name(x: ClassRef | ExtRef) -> str:
+    return (x.qualname if isinstance(x, ClassRef) else x.path).rsplit(".", 1)[-1]
+
+
+def _constructed(args) -> Val:
+    """``DeviceCapability(8, 0)``: a capability value (not the device's), compared as one."""
+    if len(args) != 2:
+        return ANY
+    out = [
+        Cap((a, b)) if isinstance(a, int) and isinstance(b, int) else UNKNOWN
+        for a in args[0].elems
+        for b in args[1].elems
+    ]
+    return make(out, args[0].taint if args[0].taint is not None else args[1].taint)

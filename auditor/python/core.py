@@ -97,6 +97,8 @@ class Core:
         """Ids of the nodes a scan tested as conditions (gates even when not arch-dependent)."""
         self.globals_read: dict[int, tuple[Node, Module, str]] = {}
         """Identifiers a scan read from module globals (for the gates' resolutions)."""
+        self.forms: dict = {}
+        """Capability parameters of each definition, by (module, offset) (see ``capability_arguments``)."""
         self.fuel: int | None = None
         """Statements the outermost call in progress may still run (None outside calls)."""
 

@@ -116,6 +116,12 @@ class Expressions(Core):
         return make((frozenset(x) if isinstance(x, tuple) else UNKNOWN for x in v.elems), v.taint)
 
     def e_dict(self, node: Node, fr: Frame) -> Val:
+        """Unknown as a whole; a scan evaluates its values, so that a flag passed as one
+        (``{"USE_GDC": use_gdc}``) is a gate at that use."""
+        if self.recording:
+            for pair in node.named_children:
+                if pair.type == "pair":
+                    self.eval(child(pair, "value"), fr)
         return ANY
 
     def e_bool(self, node: Node, fr: Frame) -> Val:

@@ -159,8 +159,7 @@ class Assembler:
             return None
         t = r.taint
         assert t is not None  # a root is tainted
-        if position == "def" and t.kinds <= {GateKind.PREDICATE_CALL}:
-            return None
+        defines = position == "def" and t.kinds <= {GateKind.PREDICATE_CALL}
         start, end, first = self._span(node, sites)
         expression = one_line(self.mod.data[start.start_byte : end.end_byte].decode("utf-8", "replace"), 400)
         kind = _kind(self._taint(sites[0]).kinds)
@@ -169,7 +168,7 @@ class Assembler:
         toolkits = self._toolkits(
             node, lambda p: True in self._at(node, p) and all(False in self._at(e, p) for e in earlier)
         )
-        guards = self._guards(node)
+        guards = Guards.DEFINE if defines else self._guards(node)
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
         resolved_by = (

@@ -147,6 +147,7 @@ class Scanner:
         for name, v in env.items():
             if not any(isinstance(x, SelfRef) for x in v.elems):
                 env[name] = ANY
+        env.update(it.capability_arguments(mod, node))
         params = node.child_by_field_name("parameters")
         for p in params.named_children if params is not None else ():
             if p.type in ("default_parameter", "typed_default_parameter"):

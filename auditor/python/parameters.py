@@ -1,0 +1,139 @@
+"""Parameters that hold the device capability, and the form in which a function's body reads them.
+
+A function that tests such a parameter (``return capability.major in [9, 10]``, ``if
+compute_capability < 100: return False, ...``) is a predicate of it: a scan evaluates its body
+with the parameter bound to each capability, so the test is a gate at the definition, and
+each call with a known argument is evaluated on that argument as before. Which parameters
+qualify is data (``api.parameters`` in the name table: names and annotation types); the
+form — a capability ``(major, minor)``, ``major*10+minor`` or the major alone — is read off
+how the body uses the name, as a reader would.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from tree_sitter import Node
+
+from auditor.facts.names import Table
+from auditor.python.syntax import child, text_of
+
+
+class Form(Enum):
+    """How a capability parameter holds the capability."""
+
+    CAPABILITY = "capability"
+    """``(major, minor)`` with ``.major``, ``.minor``, ``.to_int()``: a platform's ``DeviceCapability``."""
+    NUMBER = "number"
+    """``major * 10 + minor``: 90, 100, 120."""
+    MAJOR = "major"
+    """The major alone: 9, 10, 12."""
+
+
+_CAP_ATTRS = frozenset({"major", "minor", "to_int", "as_version_str"})
+_NOT_CAPABILITY = ("str", "bool", "float", "dict", "Callable")
+"""Annotations that say a parameter is something else, whatever its name."""
+NUMBER_FROM = 20
+"""An integer compared with a parameter is ``major*10+minor`` from here on (the smallest is 70)."""
+
+
+def capability_parameters(node: Node, table: Table) -> dict[str, Form]:
+    """The parameters of a ``def`` that hold the device capability, with their form; {} for
+    a function with none (most)."""
+    params = node.child_by_field_name("parameters")
+    body = child(node, "body") if node.type == "function_definition" else None
+    if params is None or body is None:
+        return {}
+    out: dict[str, Form] = {}
+    for p in params.named_children:
+        name_node = p if p.type == "identifier" else p.child_by_field_name("name")
+        if name_node is None and p.type == "typed_parameter":
+            name_node = next((c for c in p.named_children if c.type == "identifier"), None)
+        if name_node is None or name_node.type != "identifier":
+            continue
+        name = text_of(name_node)
+        ann = p.child_by_field_name("type")
+        annotation = text_of(ann) if ann is not None else ""
+        typed = any(t in annotation for t in table.capability_types)
+        if not typed and (table.parameters.fullmatch(name) is None or any(w in annotation for w in _NOT_CAPABILITY)):
+            continue
+        form = _form_of_uses(body, name, table)
+        if form is None:
+            continue
+        if form is _ANY:
+            form = Form.CAPABILITY if typed or "int" not in annotation else Form.NUMBER
+        out[name] = form
+    return out
+
+
+_ANY = object()
+"""No use says which form: the annotation (or the capability itself) decides."""
+
+
+def _form_of_uses(body: Node, name: str, table: Table):
+    """The form the uses of ``name`` in ``body`` read (a use as a string means it is none)."""
+    votes: set = set()
+    stack = [body]
+    while stack:
+        n = stack.pop()
+        if n.type in ("function_definition", "class_definition", "lambda"):
+            continue
+        if n.type == "identifier" and text_of(n) == name:
+            vote = _use(n, table)
+            if vote is False:
+                return None
+            if vote is not None:
+                votes.add(vote)
+            continue
+        stack.extend(n.named_children)
+    if not votes:
+        return _ANY
+    for form in (Form.CAPABILITY, Form.NUMBER, Form.MAJOR):
+        if form in votes:
+            return form
+    return _ANY
+
+
+def _use(n: Node, table: Table):
+    """What one use of the parameter says of its form: a Form, False (not a capability), or None."""
+    p = n.parent
+    if p is None:
+        return None
+    if p.type == "attribute" and child(p, "object").id == n.id:
+        return Form.CAPABILITY if text_of(child(p, "attribute")) in _CAP_ATTRS else None
+    if p.type == "subscript" and child(p, "value").id == n.id:
+        return Form.CAPABILITY
+    if p.type == "comparison_operator":
+        for other in p.named_children:
+            if other.id != n.id:
+                vote = _literal_form(other, table)
+                if vote is not None:
+                    return vote
+    return None
+
+
+def _literal_form(node: Node, table: Table):
+    """The form a value compared with the parameter implies."""
+    t = node.type
+    if t == "integer":
+        try:
+            return Form.NUMBER if int(text_of(node).replace("_", ""), 0) >= NUMBER_FROM else Form.MAJOR
+        except ValueError:
+            return None
+    if t == "string":
+        return False
+    if t == "call":
+        f = child(node, "function")
+        last = text_of(f).rsplit(".", 1)[-1] if f is not None else ""
+        return Form.CAPABILITY if last in table.capability_types else None
+    if t in ("tuple", "list", "set", "parenthesized_expression"):
+        items = [c for c in node.named_children if c.type != "comment"]
+        if t == "tuple" and len(items) == 2 and all(c.type == "integer" for c in items):
+            return Form.CAPABILITY
+        forms = {_literal_form(c, table) for c in items} - {None}
+        if False in forms:
+            return False
+        for form in (Form.CAPABILITY, Form.NUMBER, Form.MAJOR):
+            if form in forms:
+                return form
+    return None
