@@ -191,6 +191,10 @@ class Expressions(Core):
             chosen = [v for v, t in ((a, True), (b, False)) if t in tr]
         else:
             chosen = [self.eval(n, fr) for n, t in ((body, True), (alt, False)) if t in tr]
+        if len(chosen) == 2 and c.taint is None:
+            device = _device_arm(*chosen)
+            if device is not None:
+                return Val(device.elems, merge(device.taint, Taint(unknowns=(_short(cond),))))
         return join(*chosen).with_taint(c.taint) if chosen else NOTHING
 
     def e_subscript(self, node: Node, fr: Frame) -> Val:
@@ -277,6 +281,17 @@ class Expressions(Core):
         if node.type == "set_comprehension":
             out = make((frozenset(x) if isinstance(x, tuple) else UNKNOWN for x in out.elems), out.taint)
         return out.with_taint(t)
+
+
+def _device_arm(a: Val, b: Val) -> Val | None:
+    """``get_cap() if override is None else override``: of two arms that a condition unrelated
+    to the arch chooses between, the one that reads the device when the other is wholly
+    unknown (a caller's override says nothing about the device; joined with it, every test of
+    the result would go either way on every capability)."""
+    for mine, other in ((a, b), (b, a)):
+        if mine.taint is not None and other.taint is None and other.elems == ANY.elems:
+            return mine
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,7 +102,7 @@ def test_gate_records_are_complete_and_stable():
 
 def test_resolutions_name_the_definitions_followed():
     gates, _ = scanned("predicates")
-    g = next(g for g in gates if g.file == "app/fusion.py")
+    g = next(g for g in gates if g.file == "app/fusion.py" and g.context == "fusion_enabled")
     names = {r.name: (r.file, r.line) for r in g.resolutions}
     assert names["_is_sm90_supported"] == ("app/fusion.py", 4)
     assert names["is_sm100_supported"] == ("corelib/utils/common.py", 24)
