@@ -168,7 +168,7 @@ class Assembler:
         toolkits = self._toolkits(
             node, lambda p: True in self._at(node, p) and all(False in self._at(e, p) for e in earlier)
         )
-        guards = Guards.DEFINE if defines else self._guards(node)
+        guards = Guards.DEFINE if defines else self._guards(_test_of(node))
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
         resolved_by = (
@@ -405,6 +405,16 @@ def _is_test(node: Node) -> bool:
         kids = [c for c in p.named_children if c.type != "comment"]
         return len(kids) == 3 and kids[1].id == node.id
     return False
+
+
+def _test_of(node: Node) -> Node:
+    """The test a root is part of (``if X and not is_sm100_supported(): raise`` where ``X`` is
+    decided alike on every capability, so that only the operand is arch-dependent): the
+    branch it guards is that test's, whatever decided the rest."""
+    n = node
+    while n.parent is not None and n.parent.type in _BOOLEAN and not _is_test(n):
+        n = n.parent
+    return n if _is_test(n) else node
 
 
 def _position(node: Node) -> str:

@@ -192,7 +192,10 @@ class Names(Core):
                         vals.append(val(f))
                 elif b.kind == "value":
                     with self.quiet():
-                        vals.append(pick(self.eval(b.node, Frame(mod, None)), b.path))
+                        v = pick(self.eval(b.node, Frame(mod, None)), b.path)
+                    # a field's default (``dtype: Optional[str] = None`` in a dataclass) is not
+                    # what an instance holds: the user sets it (#15, cause 5)
+                    vals.append(ANY if isinstance(ref, SelfRef) and v.taint is None and _field(b.node) else v)
                 else:
                     vals.append(ANY)
             return join(*vals)
@@ -282,6 +285,12 @@ class Names(Core):
                 v = self.attribute(v, a)
         x = v.only()
         return x if isinstance(x, ClassRef) else None
+
+
+def _field(value: Node) -> bool:
+    """An annotated class-level assignment: a field whose default an instance overrides."""
+    p = value.parent
+    return p is not None and p.type == "assignment" and p.child_by_field_name("type") is not None
 
 
 def retag(v: Val, res: Resolution, name: str, key) -> Taint:
