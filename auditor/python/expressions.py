@@ -106,8 +106,12 @@ class Expressions(Core):
 
     def e_tuple(self, node: Node, fr: Frame) -> Val:
         items = [c for c in node.named_children if c.type != "comment"]
-        if any(c.type in ("list_splat", "parenthesized_list_splat", "dictionary_splat") for c in items):
-            vals = [self.eval(c, fr) for c in items]
+        if any(c.type in _SPLATS for c in items):
+            # ``[*([A] if major == 9 else []), B]``: what is spread is evaluated (and recorded)
+            vals = [
+                self.eval(c.named_children[0], fr) if c.type in _SPLATS and c.named_children else self.eval(c, fr)
+                for c in items
+            ]
             return Val(ANY.elems, taints(vals))
         return product([self.eval(c, fr) for c in items])
 
@@ -292,6 +296,9 @@ def _device_arm(a: Val, b: Val) -> Val | None:
         if mine.taint is not None and other.taint is None and other.elems == ANY.elems:
             return mine
     return None
+
+
+_SPLATS = ("list_splat", "parenthesized_list_splat", "dictionary_splat")
 
 
 @dataclass(frozen=True, slots=True)

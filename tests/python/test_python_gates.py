@@ -205,3 +205,11 @@ def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
     inner = body.named_children[3].child_by_field_name("body")
     assert assigned_in(mod, inner) == {"w"}
     assert assigned_in(mod, body) is assigned_in(mod, body)  # looked up once
+
+
+def test_a_flag_at_its_uses_names_its_one_definition():
+    # #17 item 4: one root cause (the flag's definition), several sites
+    gates, _ = scanned("flow")
+    for use, definition in ((7, 6), (12, 11), (17, 16)):
+        g = next(g for g in gates if g.file == "kern/flags.py" and g.line == use)
+        assert ("kern/flags.py", definition) in {(r.file, r.line) for r in g.resolutions}, g.resolutions
