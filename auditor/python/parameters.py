@@ -44,6 +44,10 @@ def capability_parameters(node: Node, table: Table) -> dict[str, Form]:
     body = child(node, "body") if node.type == "function_definition" else None
     if params is None or body is None:
         return {}
+    fname = child(node, "name")
+    if fname is not None and text_of(fname).lstrip("_") in table.tests:
+        return {}  # the model of an API test says what its argument is: a threshold
+    device = _device_names(body, table)
     out: dict[str, Form] = {}
     for p in params.named_children:
         name_node = p if p.type == "identifier" else p.child_by_field_name("name")
@@ -57,7 +61,7 @@ def capability_parameters(node: Node, table: Table) -> dict[str, Form]:
         typed = any(t in annotation for t in table.capability_types)
         if not typed and (table.parameters.fullmatch(name) is None or any(w in annotation for w in _NOT_CAPABILITY)):
             continue
-        form = _form_of_uses(body, name, table)
+        form = _form_of_uses(body, name, table, device)
         if form is None:
             continue
         if form is _ANY:
@@ -70,7 +74,44 @@ _ANY = object()
 """No use says which form: the annotation (or the capability itself) decides."""
 
 
-def _form_of_uses(body: Node, name: str, table: Table):
+def _device_names(body: Node, table: Table) -> frozenset[str]:
+    """Names a body assigns from a capability source (``current = self.get_device_capability()``):
+    a parameter compared with one of them is a threshold, not the capability."""
+    out = set()
+    stack = [body]
+    while stack:
+        n = stack.pop()
+        if n.type in ("function_definition", "class_definition", "lambda"):
+            continue
+        if n.type == "assignment":
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            if left is not None and left.type == "identifier" and right is not None and _reads_device(right, table, ()):
+                out.add(text_of(left))
+        stack.extend(n.named_children)
+    return frozenset(out)
+
+
+def _reads_device(node: Node, table: Table, device) -> bool:
+    """Whether an operand is (a part of) the device's capability as a source gives it."""
+    n = node
+    while n.type in ("attribute", "subscript", "call", "parenthesized_expression"):
+        if n.type == "call":
+            f = child(n, "function")
+            if f is not None and text_of(f).rsplit(".", 1)[-1] in table.sources:
+                return True
+            n = f
+        elif n.type == "parenthesized_expression":
+            n = n.named_children[0] if n.named_children else n
+            if n.type == "parenthesized_expression":
+                break
+        else:
+            n = n.named_children[0]
+        if n is None:
+            return False
+    return n.type == "identifier" and text_of(n) in device
+
+
+def _form_of_uses(body: Node, name: str, table: Table, device: frozenset[str] = frozenset()):
     """The form the uses of ``name`` in ``body`` read (a use as a string means it is none)."""
     votes: set = set()
     stack = [body]
@@ -79,7 +120,7 @@ def _form_of_uses(body: Node, name: str, table: Table):
         if n.type in ("function_definition", "class_definition", "lambda"):
             continue
         if n.type == "identifier" and text_of(n) == name:
-            vote = _use(n, table)
+            vote = _use(n, table, device)
             if vote is False:
                 return None
             if vote is not None:
@@ -94,21 +135,43 @@ def _form_of_uses(body: Node, name: str, table: Table):
     return _ANY
 
 
-def _use(n: Node, table: Table):
+def _use(n: Node, table: Table, device: frozenset[str]):
     """What one use of the parameter says of its form: a Form, False (not a capability), or None."""
     p = n.parent
     if p is None:
         return None
+    if p.type == "comparison_operator" and any(
+        c.id != n.id and _reads_device(c, table, device) for c in p.named_children
+    ):
+        return False
     if p.type == "attribute" and child(p, "object").id == n.id:
         return Form.CAPABILITY if text_of(child(p, "attribute")) in _CAP_ATTRS else None
     if p.type == "subscript" and child(p, "value").id == n.id:
         return Form.CAPABILITY
     if p.type == "comparison_operator":
+        membership = any(text_of(c).split()[-1] == "in" for c in p.children if not c.is_named)
         for other in p.named_children:
             if other.id != n.id:
-                vote = _literal_form(other, table)
+                vote = _members_form(other, table) if membership else _literal_form(other, table)
                 if vote is not None:
                     return vote
+    return None
+
+
+def _members_form(node: Node, table: Table):
+    """``cc in (100, 103)``: the form of the members of a literal container."""
+    if node.type not in ("tuple", "list", "set"):
+        return _literal_form(node, table)
+    return _first_form(_literal_form(c, table) for c in node.named_children if c.type != "comment")
+
+
+def _first_form(votes):
+    forms = set(votes) - {None}
+    if False in forms:
+        return False
+    for form in (Form.CAPABILITY, Form.NUMBER, Form.MAJOR):
+        if form in forms:
+            return form
     return None
 
 
@@ -126,14 +189,10 @@ def _literal_form(node: Node, table: Table):
         f = child(node, "function")
         last = text_of(f).rsplit(".", 1)[-1] if f is not None else ""
         return Form.CAPABILITY if last in table.capability_types else None
-    if t in ("tuple", "list", "set", "parenthesized_expression"):
+    if t == "tuple":
         items = [c for c in node.named_children if c.type != "comment"]
-        if t == "tuple" and len(items) == 2 and all(c.type == "integer" for c in items):
-            return Form.CAPABILITY
-        forms = {_literal_form(c, table) for c in items} - {None}
-        if False in forms:
-            return False
-        for form in (Form.CAPABILITY, Form.NUMBER, Form.MAJOR):
-            if form in forms:
-                return form
+        if len(items) == 2 and all(_literal_form(c, table) is Form.MAJOR for c in items):
+            return Form.CAPABILITY  # (9, 0)
+    if t == "parenthesized_expression":
+        return _first_form(_literal_form(c, table) for c in node.named_children)
     return None
