@@ -32,6 +32,7 @@ from auditor.python.values import (
     join,
     make,
     taint,
+    taints,
     truth,
     val,
 )
@@ -87,7 +88,7 @@ class Calls(Core):
         if isinstance(x, ExtRef):
             return self.external(x, args, kwargs, splat)
         if isinstance(x, (ClassRef, ExtRef)) and _type_name(x) in self.table.capability_types:
-            return _constructed(args)
+            return _constructed(args, kwargs)
         if isinstance(x, ClassRef):
             return ANY
         if x is UNKNOWN and name:
@@ -304,8 +305,10 @@ def _type_name(x: ClassRef | ExtRef) -> str:
     return (x.qualname if isinstance(x, ClassRef) else x.path).rsplit(".", 1)[-1]
 
 
-def _constructed(args) -> Val:
-    """``DeviceCapability(8, 0)``: a capability value (not the device's), compared as one."""
+def _constructed(args, kwargs) -> Val:
+    """``DeviceCapability(8, 0)``, ``DeviceCapability(major=m, minor=n)``: a capability value,
+    compared as one (it is the device's when its parts are)."""
+    args = list(args) + [kwargs[k] for k in ("major", "minor")[len(args) :] if k in kwargs]
     if len(args) != 2:
         return ANY
     out = [
@@ -313,4 +316,4 @@ def _constructed(args) -> Val:
         for a in args[0].elems
         for b in args[1].elems
     ]
-    return make(out, args[0].taint if args[0].taint is not None else args[1].taint)
+    return make(out, taints(args))
