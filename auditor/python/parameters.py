@@ -111,6 +111,24 @@ def _reads_device(node: Node, table: Table, device) -> bool:
     return n.type == "identifier" and text_of(n) in device
 
 
+def _compared_with_device(n: Node, table: Table, device: frozenset[str]) -> bool:
+    """``current.to_int() // 10 == capability // 10``: the parameter (through arithmetic) on
+    one side of a comparison whose other side is the device's own capability."""
+    mine, p = n, n.parent
+    while p is not None and p.type in ("binary_operator", "parenthesized_expression", "unary_operator"):
+        mine, p = p, p.parent
+    if p is None or p.type != "comparison_operator":
+        return False
+    return any(c.id != mine.id and _reads_device(_bare(c), table, device) for c in p.named_children)
+
+
+def _bare(node: Node) -> Node:
+    """An operand without the arithmetic around what it reads (``current.to_int() // 10``)."""
+    while node.type in ("binary_operator", "parenthesized_expression") and node.named_children:
+        node = node.named_children[0]
+    return node
+
+
 def _form_of_uses(body: Node, name: str, table: Table, device: frozenset[str] = frozenset()):
     """The form the uses of ``name`` in ``body`` read (a use as a string means it is none)."""
     votes: set = set()
@@ -140,9 +158,7 @@ def _use(n: Node, table: Table, device: frozenset[str]):
     p = n.parent
     if p is None:
         return None
-    if p.type == "comparison_operator" and any(
-        c.id != n.id and _reads_device(c, table, device) for c in p.named_children
-    ):
+    if _compared_with_device(n, table, device):
         return False
     if p.type == "attribute" and child(p, "object").id == n.id:
         return Form.CAPABILITY if text_of(child(p, "attribute")) in _CAP_ATTRS else None

@@ -19,6 +19,7 @@ from auditor.python.symbols import Binding, ClassInfo, Module, imports
 from auditor.python.syntax import child, line_of, method_kind, one_line, text_of
 from auditor.python.values import (
     ANY,
+    BOOL,
     NOTHING,
     ClassRef,
     ExtRef,
@@ -111,6 +112,10 @@ class Names(Core):
         if b.kind == "import":
             return self.import_value(b.target)
         if b.kind == "value":
+            if _type_checking_only(node):
+                # ``if TYPE_CHECKING: FLAG: bool = False`` declares a type, not the value
+                ann = node.parent.child_by_field_name("type") if node.parent is not None else None
+                return BOOL if ann is not None and text_of(ann) == "bool" else ANY
             return pick(self.eval(node, Frame(mod, None)), b.path)
         return ANY
 
@@ -285,6 +290,23 @@ class Names(Core):
                 v = self.attribute(v, a)
         x = v.only()
         return x if isinstance(x, ClassRef) else None
+
+
+def _type_checking_only(node: Node) -> bool:
+    """Inside ``if TYPE_CHECKING:``: read by type checkers only (vllm's ``envs`` declares every
+    environment setting there, with a default the environment overrides)."""
+    p = node.parent
+    while p is not None and p.type not in ("module", "function_definition", "class_definition"):
+        if p.type == "block" and p.parent is not None and p.parent.type == "if_statement":
+            cond = p.parent.child_by_field_name("condition")
+            if (
+                cond is not None
+                and text_of(cond).rsplit(".", 1)[-1] == "TYPE_CHECKING"
+                and p.parent.child_by_field_name("consequence") == p
+            ):
+                return True
+        p = p.parent
+    return False
 
 
 def _field(value: Node) -> bool:

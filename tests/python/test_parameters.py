@@ -52,6 +52,11 @@ def params_of(source: str) -> dict[str, Form]:
             {},
         ),
         ("def has_device_capability(self, capability):\n    return self.cap >= capability\n", {}),
+        (
+            "def family(cls, capability: int):\n    current = cls.get_device_capability()\n"
+            "    return (current.to_int() // 10) == (capability // 10)\n",
+            {},
+        ),
     ],
 )
 def test_capability_parameters(source, want):

@@ -210,6 +210,6 @@ def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
 def test_a_flag_at_its_uses_names_its_one_definition():
     # #17 item 4: one root cause (the flag's definition), several sites
     gates, _ = scanned("flow")
-    for use, definition in ((7, 6), (12, 11), (17, 16)):
+    for use, definition in ((8, 7), (13, 12), (18, 17), (24, 23)):
         g = next(g for g in gates if g.file == "kern/flags.py" and g.line == use)
         assert ("kern/flags.py", definition) in {(r.file, r.line) for r in g.resolutions}, g.resolutions
