@@ -18,9 +18,9 @@ from auditor.python.symbols import Binding, Module, definition_at
 from auditor.python.syntax import callee_name, child, line_of, method_kind, one_line, text_of
 from auditor.python.values import (
     ANY,
-    Cap,
     NOTHING,
     UNKNOWN,
+    Cap,
     ClassRef,
     ExtRef,
     Func,
