@@ -24,11 +24,13 @@ from auditor.python.values import (
     ClassRef,
     ExtRef,
     Func,
+    Members,
     Method,
     SelfRef,
     Val,
     Wrapper,
     capability,
+    compare,
     join,
     make,
     taint,
@@ -83,6 +85,8 @@ class Calls(Core):
             return self.call_func(x, args, kwargs)
         if isinstance(x, Wrapper):
             return args[0] if args else ANY
+        if isinstance(x, Members):
+            return compare("in", args[0], val(x.items)) if len(args) == 1 else ANY
         if isinstance(x, Method):
             return self.method(x, args)
         if isinstance(x, ExtRef):
@@ -252,14 +256,46 @@ class Calls(Core):
             else:
                 env[name] = ANY
 
-    def capability_arguments(self, mod: Module, node: Node) -> dict[str, Val]:
-        """The parameters of ``node`` that hold the device capability (:mod:`parameters`), bound
-        to the capability being evaluated in the form the body reads: a scan of the function
-        is then a scan of the predicate it is of its parameter."""
+    def function_attr(self, f: Func, attr: str, depth: int = 0) -> Val:
+        """An attribute a decorator attached to a function of the input: the check that
+        ``@supported_compute_capability([...])`` adds (its list flows to the call), directly or
+        passed on by another decorator's keyword (``common_check=``); else unknown."""
+        entry = next((e for e in self.table.lists if e.get("check") == attr), None)
+        mod = self.prog.modules.get(f.module)
+        node = definition_at(mod, f.start) if mod is not None and entry is not None else None
+        if entry is None or mod is None or node is None or depth > 4:
+            return ANY
+        decorated = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else None
+        for d in decorated.named_children if decorated is not None else ():
+            call = d.named_children[0] if d.type == "decorator" and d.named_children else None
+            if call is None or call.type != "call":
+                continue
+            with self.quiet():
+                args, kwargs, _ = self._arguments(child(call, "arguments"), Frame(mod, None))
+            if callee_name(child(call, "function")) == entry["call"] and args:
+                items = args[0].only()
+                if isinstance(items, (tuple, frozenset)) and all(type(i) is int for i in items):
+                    return val(Members(frozenset(items)))
+            for kw in entry.get("via", ()):
+                for g in kwargs.get(kw, NOTHING).elems:
+                    if isinstance(g, Func):
+                        return self.function_attr(g, attr, depth + 1)
+        return ANY
+
+    def parametric(self, mod: Module, node: Node) -> dict[str, Form]:
+        """The capability parameters of a definition and their forms (:mod:`parameters`); a
+        definition with some is worth a scan whatever words it uses (``def ok(cc): ...``)."""
         key = (mod.name, node.start_byte)
         forms = self.forms.get(key)
         if forms is None:
             forms = self.forms[key] = capability_parameters(node, self.table)
+        return forms
+
+    def capability_arguments(self, mod: Module, node: Node) -> dict[str, Val]:
+        """The parameters of ``node`` that hold the device capability, bound to the capability
+        being evaluated in the form the body reads: a scan of the function is then a scan of
+        the predicate it is of its parameter."""
+        forms = self.parametric(mod, node)
         if not forms:
             return {}
         self.dep = True

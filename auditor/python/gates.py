@@ -79,7 +79,7 @@ class Found:
 
 def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
     """Walk every relevant scope of ``mod`` (for every capability at once), then read off the gates."""
-    top, classes, functions = _scopes(mod, relevant)
+    top, classes, functions = _scopes(mod, lambda m, n: relevant(m, n) or _parametric(it, m, n))
     if not (top or classes or functions):
         return []
     scan = Scanner(it, tuple(capability(label) for label in arch.capabilities()))
@@ -92,6 +92,12 @@ def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
         for fn, cls in functions:
             scan.function(mod, fn, scan.caps, None, cls)
     return Assembler(it, mod, scan.records()).gates()
+
+
+def _parametric(it: Interp, mod: Module, node: Node) -> bool:
+    """A function with a capability parameter (``def ok(cc): return cc in [90, 100]``)."""
+    inner = child(node, "definition") if node.type == "decorated_definition" else node
+    return inner is not None and inner.type == "function_definition" and bool(it.parametric(mod, inner))
 
 
 def _scopes(mod: Module, relevant):

@@ -168,6 +168,8 @@ class Names(Core):
             return ANY
         if isinstance(x, (ClassRef, SelfRef)):
             return self.class_attr(x, attr)
+        if isinstance(x, Func):
+            return self.function_attr(x, attr)
         return self.external_attr(x, attr)
 
     def class_attr(self, ref, attr: str, depth: int = 0) -> Val:

@@ -184,7 +184,7 @@ class Scanner:
             outs = [self.walk(body.named_children, states, fr) for body in case_bodies(s)]
             return self.combine([states, *outs], lambda *sts: it.join_states(list(sts)))
         states = self.run(states, s, lambda st: it.simple(s, st, fr, []))
-        if t == "function_definition" and it.relevant(fr.mod, s):
+        if t == "function_definition" and (it.relevant(fr.mod, s) or it.parametric(fr.mod, s)):
             for env, caps in self.partition(states, s):
                 self.function(fr.mod, s, caps, Frame(fr.mod, dict(env)))
         return states

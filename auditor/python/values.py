@@ -145,6 +145,14 @@ class Func:
 
 
 @dataclass(frozen=True, slots=True)
+class Members:
+    """A check that its argument is one of ``items``: ``f.is_compute_capability_supported`` of
+    a function decorated with ``@supported_compute_capability([100, 103])``."""
+
+    items: frozenset
+
+
+@dataclass(frozen=True, slots=True)
 class Wrapper:
     """``lru_cache(maxsize=1)``: calling it with a function returns the function."""
 
