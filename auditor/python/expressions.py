@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from auditor.model import GateKind, ResolvedBy
 from auditor.python.core import Core, Frame
 from auditor.python.syntax import child, one_line, text_of
 from auditor.python.values import (
@@ -32,6 +33,7 @@ from auditor.python.values import (
     make,
     merge,
     product,
+    taint,
     taints,
     truth,
     unary,
@@ -236,6 +238,14 @@ class Expressions(Core):
             return ANY
         return Val(frozenset({_Slice(tuple(parts))}))
 
+    def _capabilities_in(self, target: Node | None) -> list[Val] | None:
+        """``for major_minor_tuple in self.TARGET_CUDA_ARCHS``: a scan reads an unknown
+        collection whose items the name table says are capabilities as holding the device's."""
+        if target is None or target.type != "identifier" or self.table.parameters.fullmatch(text_of(target)) is None:
+            return None
+        self.dep = True
+        return [val(self.cap, taint=_ITEM)]
+
     def e_lambda(self, node: Node, fr: Frame) -> Val:
         return val(Func(fr.mod.name, node.start_byte, "<lambda>"))
 
@@ -258,6 +268,8 @@ class Expressions(Core):
         it = self.eval(child(fors[0], "right"), fr)
         target = child(fors[0], "left")
         items = items_of(it)
+        if items is None and self.recording:
+            items = self._capabilities_in(target)
         env = dict(fr.env or {})
         sub = Frame(fr.mod, env, fr.cls, fr)
         results: list[Val] = []
@@ -299,6 +311,9 @@ def _device_arm(a: Val, b: Val) -> Val | None:
 
 
 _SPLATS = ("list_splat", "parenthesized_list_splat", "dictionary_splat")
+
+
+_ITEM = taint(GateKind.CAPABILITY_COMPARE, ResolvedBy.LITERAL)
 
 
 @dataclass(frozen=True, slots=True)
