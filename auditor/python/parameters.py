@@ -65,9 +65,14 @@ def capability_parameters(node: Node, table: Table) -> dict[str, Form]:
         if form is None:
             continue
         if form is _ANY:
-            form = Form.CAPABILITY if typed or "int" not in annotation else Form.NUMBER
+            form = Form.NUMBER if _integer(annotation) and not typed else Form.CAPABILITY
         out[name] = form
     return out
+
+
+def _integer(annotation: str) -> bool:
+    """``int``, ``int | None``, ``Optional[int]``: a number, not a ``tuple[int, int]``."""
+    return "int" in annotation and "uple" not in annotation
 
 
 _ANY = object()

@@ -36,6 +36,15 @@ def params_of(source: str) -> dict[str, Form]:
         ),
         ("def f(cc):\n    return cc in [9, 10, 11]\n", {"cc": Form.MAJOR}),
         ("def f(cap):\n    return cap >= (9, 0)\n", {"cap": Form.CAPABILITY}),
+        # no use says which form: the annotation does
+        (
+            "def f(*, compute_capability: tuple[int, int]):\n    return g(compute_capability=compute_capability)\n",
+            {"compute_capability": Form.CAPABILITY},
+        ),
+        (
+            "def f(compute_capability: Optional[int] = None):\n    return g(compute_capability)\n",
+            {"compute_capability": Form.NUMBER},
+        ),
         (
             "def f(major_minor_tuple, majors):\n    return major_minor_tuple[0] in majors\n",
             {"major_minor_tuple": Form.CAPABILITY},
