@@ -263,7 +263,8 @@ class Names(Core):
     def _method_env(self, mod: Module, fn: Node, ref: SelfRef) -> dict:
         """``self`` and the names a method imports (a local import is common in ``__init__``)."""
         me = next(c for c in child(fn, "parameters").named_children if c.type == "identifier")
-        env = {text_of(me): val(ref)}
+        env = {name: ANY for name, _ in _parameter_names(fn)}  # the method's other arguments: unknown
+        env[text_of(me)] = val(ref)
         stack = list(child(fn, "body").named_children)
         while stack:
             n = stack.pop()
@@ -292,6 +293,16 @@ class Names(Core):
                 v = self.attribute(v, a)
         x = v.only()
         return x if isinstance(x, ClassRef) else None
+
+
+def _parameter_names(fn: Node):
+    """The names a ``def`` binds as parameters (``sm_version`` in ``sm_version: int | None = None``)."""
+    for p in child(fn, "parameters").named_children:
+        n = p if p.type == "identifier" else p.child_by_field_name("name")
+        if n is None and p.named_children:
+            n = p.named_children[0]
+        if n is not None and n.type == "identifier":
+            yield text_of(n), p
 
 
 def _type_checking_only(node: Node) -> bool:
