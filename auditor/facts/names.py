@@ -20,6 +20,10 @@ class Table:
     """Capability sources: API name -> ``capability`` or ``properties``."""
     tests: dict[str, str]
     """Capability tests: API name -> comparison operator applied as ``device OP argument``."""
+    parameters: re.Pattern
+    """Names of parameters that hold a device capability (whole-name match)."""
+    capability_types: frozenset[str]
+    """Types of a device capability: a parameter annotated with one holds it, calling one makes it."""
     partial: frozenset[str]
     wrappers: frozenset[str]
     """Callables that return the function they wrap (``lru_cache(maxsize=1)(f)``)."""
@@ -69,6 +73,8 @@ def table() -> Table:
         predicates=tuple((re.compile(p["pattern"]), p) for p in raw["predicates"]),
         sources=dict(api["sources"]),
         tests=dict(api["tests"]),
+        parameters=re.compile("|".join(f"(?:{p})" for p in api["parameters"]["names"])),
+        capability_types=frozenset(api["parameters"]["types"]),
         partial=frozenset(api["partial"]),
         wrappers=frozenset(api["wrappers"]),
         reject_calls=re.compile("|".join(f"(?:{p})" for p in api["reject_calls"])),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from auditor.model import Resolution
+from auditor.model import GateKind, Resolution, ResolvedBy
 from auditor.python.core import FUEL, MAX_DEPTH, Core, Frame, OutOfFuel, State
+from auditor.python.parameters import Form, capability_parameters
 from auditor.python.resolve import retag
 from auditor.python.symbols import Binding, Module, definition_at
 from auditor.python.syntax import callee_name, child, line_of, method_kind, one_line, text_of
@@ -19,18 +20,26 @@ from auditor.python.values import (
     ANY,
     NOTHING,
     UNKNOWN,
+    Cap,
     ClassRef,
     ExtRef,
     Func,
+    Members,
     Method,
     SelfRef,
     Val,
     Wrapper,
     capability,
+    compare,
     join,
+    make,
+    taint,
+    taints,
     truth,
     val,
 )
+
+_PARAMETER = taint(GateKind.CAPABILITY_COMPARE, ResolvedBy.LITERAL)
 
 
 class Calls(Core):
@@ -76,10 +85,14 @@ class Calls(Core):
             return self.call_func(x, args, kwargs)
         if isinstance(x, Wrapper):
             return args[0] if args else ANY
+        if isinstance(x, Members):
+            return compare("in", args[0], val(x.items)) if len(args) == 1 else ANY
         if isinstance(x, Method):
             return self.method(x, args)
         if isinstance(x, ExtRef):
             return self.external(x, args, kwargs, splat)
+        if isinstance(x, (ClassRef, ExtRef)) and _type_name(x) in self.table.capability_types:
+            return _constructed(args, kwargs)
         if isinstance(x, ClassRef):
             return ANY
         if x is UNKNOWN and name:
@@ -243,6 +256,52 @@ class Calls(Core):
             else:
                 env[name] = ANY
 
+    def function_attr(self, f: Func, attr: str, depth: int = 0) -> Val:
+        """An attribute a decorator attached to a function of the input: the check that
+        ``@supported_compute_capability([...])`` adds (its list flows to the call), directly or
+        passed on by another decorator's keyword (``common_check=``); else unknown."""
+        entry = next((e for e in self.table.lists if e.get("check") == attr), None)
+        mod = self.prog.modules.get(f.module)
+        node = definition_at(mod, f.start) if mod is not None and entry is not None else None
+        if entry is None or mod is None or node is None or depth > 4:
+            return ANY
+        decorated = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else None
+        for d in decorated.named_children if decorated is not None else ():
+            call = d.named_children[0] if d.type == "decorator" and d.named_children else None
+            if call is None or call.type != "call":
+                continue
+            with self.quiet():
+                args, kwargs, _ = self._arguments(child(call, "arguments"), Frame(mod, None))
+            if callee_name(child(call, "function")) == entry["call"] and args:
+                items = args[0].only()
+                if isinstance(items, (tuple, frozenset)) and all(type(i) is int for i in items):
+                    return val(Members(frozenset(items)))
+            for kw in entry.get("via", ()):
+                for g in kwargs.get(kw, NOTHING).elems:
+                    if isinstance(g, Func):
+                        return self.function_attr(g, attr, depth + 1)
+        return ANY
+
+    def parametric(self, mod: Module, node: Node) -> dict[str, Form]:
+        """The capability parameters of a definition and their forms (:mod:`parameters`); a
+        definition with some is worth a scan whatever words it uses (``def ok(cc): ...``)."""
+        key = (mod.name, node.start_byte)
+        forms = self.forms.get(key)
+        if forms is None:
+            forms = self.forms[key] = capability_parameters(node, self.table)
+        return forms
+
+    def capability_arguments(self, mod: Module, node: Node) -> dict[str, Val]:
+        """The parameters of ``node`` that hold the device capability, bound to the capability
+        being evaluated in the form the body reads: a scan of the function is then a scan of
+        the predicate it is of its parameter."""
+        forms = self.parametric(mod, node)
+        if not forms:
+            return {}
+        self.dep = True
+        cap = self.cap
+        return {name: val(_in_form(cap, form), taint=_PARAMETER) for name, form in forms.items()}
+
     def admits(self, key: tuple, labels: tuple[str, ...]) -> frozenset[str]:
         """Where a resolved predicate (by its definition) can be true, over all capabilities:
         what its name promises is checked against this."""
@@ -268,3 +327,29 @@ class Calls(Core):
         result = frozenset(out)
         self.cache[("admits", key)] = result
         return result
+
+
+def _in_form(cap: Cap, form: Form):
+    if form is Form.NUMBER:
+        return cap[0] * 10 + cap[1]
+    if form is Form.MAJOR:
+        return cap[0]
+    return cap
+
+
+def _type_name(x: ClassRef | ExtRef) -> str:
+    return (x.qualname if isinstance(x, ClassRef) else x.path).rsplit(".", 1)[-1]
+
+
+def _constructed(args, kwargs) -> Val:
+    """``DeviceCapability(8, 0)``, ``DeviceCapability(major=m, minor=n)``: a capability value,
+    compared as one (it is the device's when its parts are)."""
+    args = list(args) + [kwargs[k] for k in ("major", "minor")[len(args) :] if k in kwargs]
+    if len(args) != 2:
+        return ANY
+    out = [
+        Cap((a, b)) if isinstance(a, int) and isinstance(b, int) else UNKNOWN
+        for a in args[0].elems
+        for b in args[1].elems
+    ]
+    return make(out, taints(args))

@@ -102,6 +102,8 @@ class Core:
         """Ids of the nodes a scan tested as conditions (gates even when not arch-dependent)."""
         self.globals_read: dict[int, tuple[Node, Module, str]] = {}
         """Identifiers a scan read from module globals (for the gates' resolutions)."""
+        self.forms: dict = {}
+        """Capability parameters of each definition, by (module, offset) (see ``capability_arguments``)."""
         self.fuel: int | None = None
         """Statements the outermost call in progress may still run (None outside calls)."""
 
@@ -184,6 +186,7 @@ class Core:
         def external(self, x: ExtRef, args: Any, kwargs: Any, splat: bool) -> Val: ...
         def external_attr(self, x: object, attr: str) -> Val: ...
         def toolkit_call(self, name: str, args: Any) -> Val: ...
+        def function_attr(self, f: Func, attr: str, depth: int = 0) -> Val: ...
         def method(self, m: Method, args: Any) -> Val: ...
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from auditor.model import GateKind, ResolvedBy
 from auditor.python.core import Core, Frame
 from auditor.python.syntax import child, one_line, text_of
 from auditor.python.values import (
@@ -32,6 +33,7 @@ from auditor.python.values import (
     make,
     merge,
     product,
+    taint,
     taints,
     truth,
     unary,
@@ -106,8 +108,12 @@ class Expressions(Core):
 
     def e_tuple(self, node: Node, fr: Frame) -> Val:
         items = [c for c in node.named_children if c.type != "comment"]
-        if any(c.type in ("list_splat", "parenthesized_list_splat", "dictionary_splat") for c in items):
-            vals = [self.eval(c, fr) for c in items]
+        if any(c.type in _SPLATS for c in items):
+            # ``[*([A] if major == 9 else []), B]``: what is spread is evaluated (and recorded)
+            vals = [
+                self.eval(c.named_children[0], fr) if c.type in _SPLATS and c.named_children else self.eval(c, fr)
+                for c in items
+            ]
             return Val(ANY.elems, taints(vals))
         return product([self.eval(c, fr) for c in items])
 
@@ -116,6 +122,12 @@ class Expressions(Core):
         return make((frozenset(x) if isinstance(x, tuple) else UNKNOWN for x in v.elems), v.taint)
 
     def e_dict(self, node: Node, fr: Frame) -> Val:
+        """Unknown as a whole; a scan evaluates its values, so that a flag passed as one
+        (``{"USE_GDC": use_gdc}``) is a gate at that use."""
+        if self.recording:
+            for pair in node.named_children:
+                if pair.type == "pair":
+                    self.eval(child(pair, "value"), fr)
         return ANY
 
     def e_bool(self, node: Node, fr: Frame) -> Val:
@@ -185,6 +197,10 @@ class Expressions(Core):
             chosen = [v for v, t in ((a, True), (b, False)) if t in tr]
         else:
             chosen = [self.eval(n, fr) for n, t in ((body, True), (alt, False)) if t in tr]
+        if len(chosen) == 2 and c.taint is None:
+            device = _device_arm(*chosen)
+            if device is not None:
+                return Val(device.elems, merge(device.taint, Taint(unknowns=(_short(cond),))))
         return join(*chosen).with_taint(c.taint) if chosen else NOTHING
 
     def e_subscript(self, node: Node, fr: Frame) -> Val:
@@ -222,6 +238,14 @@ class Expressions(Core):
             return ANY
         return Val(frozenset({_Slice(tuple(parts))}))
 
+    def _capabilities_in(self, target: Node | None) -> list[Val] | None:
+        """``for major_minor_tuple in self.TARGET_CUDA_ARCHS``: a scan reads an unknown
+        collection whose items the name table says are capabilities as holding the device's."""
+        if target is None or target.type != "identifier" or self.table.parameters.fullmatch(text_of(target)) is None:
+            return None
+        self.dep = True
+        return [val(self.cap, taint=_ITEM)]
+
     def e_lambda(self, node: Node, fr: Frame) -> Val:
         return val(Func(fr.mod.name, node.start_byte, "<lambda>"))
 
@@ -244,6 +268,8 @@ class Expressions(Core):
         it = self.eval(child(fors[0], "right"), fr)
         target = child(fors[0], "left")
         items = items_of(it)
+        if items is None and self.recording:
+            items = self._capabilities_in(target)
         env = dict(fr.env or {})
         sub = Frame(fr.mod, env, fr.cls, fr)
         results: list[Val] = []
@@ -271,6 +297,23 @@ class Expressions(Core):
         if node.type == "set_comprehension":
             out = make((frozenset(x) if isinstance(x, tuple) else UNKNOWN for x in out.elems), out.taint)
         return out.with_taint(t)
+
+
+def _device_arm(a: Val, b: Val) -> Val | None:
+    """``get_cap() if override is None else override``: of two arms that a condition unrelated
+    to the arch chooses between, the one that reads the device when the other is wholly
+    unknown (a caller's override says nothing about the device; joined with it, every test of
+    the result would go either way on every capability)."""
+    for mine, other in ((a, b), (b, a)):
+        if mine.taint is not None and other.taint is None and other.elems == ANY.elems:
+            return mine
+    return None
+
+
+_SPLATS = ("list_splat", "parenthesized_list_splat", "dictionary_splat")
+
+
+_ITEM = taint(GateKind.CAPABILITY_COMPARE, ResolvedBy.LITERAL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,7 +226,17 @@ def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
 
 
 def _predicate_value(v) -> bool:
-    return v.taint is not None and (is_boolish(v) or any(isinstance(x, (Cap, Props)) for x in v.elems))
+    """A truth value or a capability (also as ``major*10+minor``, a major, or a plain tuple) that
+    depends on the arch: what a caller may test, whatever it names the result."""
+    return v.taint is not None and (
+        is_boolish(v) or all(isinstance(x, (Cap, Props)) or _capability_number(x) for x in v.elems)
+    )
+
+
+def _capability_number(x) -> bool:
+    if isinstance(x, tuple):
+        return bool(x) and all(_capability_number(e) for e in x)
+    return type(x) is int
 
 
 class Relevance:

@@ -78,7 +78,7 @@ class Found:
 
 def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
     """Walk every relevant scope of ``mod`` (for every capability at once), then read off the gates."""
-    top, classes, functions = _scopes(mod, relevant)
+    top, classes, functions = _scopes(mod, lambda m, n: relevant(m, n) or _parametric(it, m, n))
     if not (top or classes or functions):
         return []
     scan = Scanner(it, tuple(capability(label) for label in arch.capabilities()))
@@ -91,6 +91,12 @@ def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
         for fn, cls in functions:
             scan.function(mod, fn, scan.caps, None, cls)
     return Assembler(it, mod, scan.records()).gates()
+
+
+def _parametric(it: Interp, mod: Module, node: Node) -> bool:
+    """A function with a capability parameter (``def ok(cc): return cc in [90, 100]``)."""
+    inner = child(node, "definition") if node.type == "decorated_definition" else node
+    return inner is not None and inner.type == "function_definition" and bool(it.parametric(mod, inner))
 
 
 def _scopes(mod: Module, relevant):
@@ -158,8 +164,7 @@ class Assembler:
             return None
         t = r.taint
         assert t is not None  # a root is tainted
-        if position == "def" and t.kinds <= {GateKind.PREDICATE_CALL}:
-            return None
+        defines = position == "def" and t.kinds <= {GateKind.PREDICATE_CALL}
         start, end, first = self._span(node, sites)
         expression = one_line(self.mod.data[start.start_byte : end.end_byte].decode("utf-8", "replace"), 400)
         kind = _kind(self._taint(sites[0]).kinds)
@@ -168,7 +173,7 @@ class Assembler:
         toolkits = self._toolkits(
             node, lambda p: True in self._at(node, p) and all(False in self._at(e, p) for e in earlier)
         )
-        guards = self._guards(node)
+        guards = Guards.DEFINE if defines else self._guards(_test_of(node))
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
         resolved_by = (
@@ -407,6 +412,16 @@ def _is_test(node: Node) -> bool:
         kids = [c for c in p.named_children if c.type != "comment"]
         return len(kids) == 3 and kids[1].id == node.id
     return False
+
+
+def _test_of(node: Node) -> Node:
+    """The test a root is part of (``if X and not is_sm100_supported(): raise`` where ``X`` is
+    decided alike on every capability, so that only the operand is arch-dependent): the
+    branch it guards is that test's, whatever decided the rest."""
+    n = node
+    while n.parent is not None and n.parent.type in _BOOLEAN and not _is_test(n):
+        n = n.parent
+    return n if _is_test(n) else node
 
 
 def _position(node: Node) -> str:

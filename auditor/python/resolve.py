@@ -19,6 +19,7 @@ from auditor.python.symbols import Binding, ClassInfo, Module, imports
 from auditor.python.syntax import child, line_of, method_kind, one_line, text_of
 from auditor.python.values import (
     ANY,
+    BOOL,
     NOTHING,
     ClassRef,
     ExtRef,
@@ -111,6 +112,10 @@ class Names(Core):
         if b.kind == "import":
             return self.import_value(b.target)
         if b.kind == "value":
+            if _type_checking_only(node):
+                # ``if TYPE_CHECKING: FLAG: bool = False`` declares a type, not the value
+                ann = node.parent.child_by_field_name("type") if node.parent is not None else None
+                return BOOL if ann is not None and text_of(ann) == "bool" else ANY
             return pick(self.eval(node, Frame(mod, None)), b.path)
         return ANY
 
@@ -163,6 +168,8 @@ class Names(Core):
             return ANY
         if isinstance(x, (ClassRef, SelfRef)):
             return self.class_attr(x, attr)
+        if isinstance(x, Func):
+            return self.function_attr(x, attr)
         return self.external_attr(x, attr)
 
     def class_attr(self, ref, attr: str, depth: int = 0) -> Val:
@@ -192,7 +199,10 @@ class Names(Core):
                         vals.append(val(f))
                 elif b.kind == "value":
                     with self.quiet():
-                        vals.append(pick(self.eval(b.node, Frame(mod, None)), b.path))
+                        v = pick(self.eval(b.node, Frame(mod, None)), b.path)
+                    # a field's default (``dtype: Optional[str] = None`` in a dataclass) is not
+                    # what an instance holds: the user sets it (#15, cause 5)
+                    vals.append(ANY if isinstance(ref, SelfRef) and v.taint is None and _field(b.node) else v)
                 else:
                     vals.append(ANY)
             return join(*vals)
@@ -253,7 +263,8 @@ class Names(Core):
     def _method_env(self, mod: Module, fn: Node, ref: SelfRef) -> dict:
         """``self`` and the names a method imports (a local import is common in ``__init__``)."""
         me = next(c for c in child(fn, "parameters").named_children if c.type == "identifier")
-        env = {text_of(me): val(ref)}
+        env = {name: ANY for name, _ in _parameter_names(fn)}  # the method's other arguments: unknown
+        env[text_of(me)] = val(ref)
         stack = list(child(fn, "body").named_children)
         while stack:
             n = stack.pop()
@@ -282,6 +293,39 @@ class Names(Core):
                 v = self.attribute(v, a)
         x = v.only()
         return x if isinstance(x, ClassRef) else None
+
+
+def _parameter_names(fn: Node):
+    """The names a ``def`` binds as parameters (``sm_version`` in ``sm_version: int | None = None``)."""
+    for p in child(fn, "parameters").named_children:
+        n = p if p.type == "identifier" else p.child_by_field_name("name")
+        if n is None and p.named_children:
+            n = p.named_children[0]
+        if n is not None and n.type == "identifier":
+            yield text_of(n), p
+
+
+def _type_checking_only(node: Node) -> bool:
+    """Inside ``if TYPE_CHECKING:``: read by type checkers only (vllm's ``envs`` declares every
+    environment setting there, with a default the environment overrides)."""
+    p = node.parent
+    while p is not None and p.type not in ("module", "function_definition", "class_definition"):
+        if p.type == "block" and p.parent is not None and p.parent.type == "if_statement":
+            cond = p.parent.child_by_field_name("condition")
+            if (
+                cond is not None
+                and text_of(cond).rsplit(".", 1)[-1] == "TYPE_CHECKING"
+                and p.parent.child_by_field_name("consequence") == p
+            ):
+                return True
+        p = p.parent
+    return False
+
+
+def _field(value: Node) -> bool:
+    """An annotated class-level assignment: a field whose default an instance overrides."""
+    p = value.parent
+    return p is not None and p.type == "assignment" and p.child_by_field_name("type") is not None
 
 
 def retag(v: Val, res: Resolution, name: str, key) -> Taint:

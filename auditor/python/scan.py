@@ -143,6 +143,7 @@ class Scanner:
         for name, v in env.items():
             if not any(isinstance(x, SelfRef) for x in v.elems):
                 env[name] = ANY
+        env.update(it.capability_arguments(mod, node))
         params = node.child_by_field_name("parameters")
         for p in params.named_children if params is not None else ():
             if p.type in ("default_parameter", "typed_default_parameter"):
@@ -179,7 +180,7 @@ class Scanner:
             outs = [self.walk(body.named_children, states, fr) for body in case_bodies(s)]
             return self.combine([states, *outs], lambda *sts: it.join_states(list(sts)))
         states = self.run(states, s, lambda st: it.simple(s, st, fr, []))
-        if t == "function_definition" and it.relevant(fr.mod, s):
+        if t == "function_definition" and (it.relevant(fr.mod, s) or it.parametric(fr.mod, s)):
             for env, caps in self.partition(states, s):
                 self.function(fr.mod, s, caps, Frame(fr.mod, dict(env)))
         return states

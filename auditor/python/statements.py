@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
+from auditor.model import Resolution
 from auditor.python.core import Core, Frame, OutOfFuel, State
 from auditor.python.symbols import assigned_in, destructure, imports
-from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, text_of, try_parts
-from auditor.python.values import ANY, Func, Taint, Val, binary, items_of, join, merge, pick, truth, val
+from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, line_of, one_line, text_of, try_parts
+from auditor.python.values import ANY, Func, Taint, Val, binary, is_boolish, items_of, join, merge, pick, truth, val
 
 _NOPE = object()
 
@@ -156,8 +157,20 @@ class Statements(Core):
         v = self.eval(rhs, fr)
         if not self.recording:
             v = v.with_taint(st.path)
+        elif v.taint is not None and fr.env is not None and is_boolish(v):
+            v = self._flag(node, targets, v, fr)
         for target in targets:
             self.bind(target, v, st.env)
+
+    def _flag(self, node: Node, targets: list, v: Val, fr: Frame) -> Val:
+        """A local flag (``use_gdc = is_sm90_supported() or ...``) remembers where it is
+        defined: the gates at its uses name that one definition as their root cause."""
+        names = [text_of(t) for t in targets if t is not None and t.type == "identifier"]
+        if not names:
+            return v
+        res = Resolution(names[0], fr.mod.path, line_of(node), one_line(fr.mod.text(node), 120))
+        assert v.taint is not None
+        return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}))))
 
     def bind(self, target: Node | None, v: Val, env: dict) -> None:
         """Names of an assignment target bound to the parts of ``v`` they receive."""

@@ -145,6 +145,14 @@ class Func:
 
 
 @dataclass(frozen=True, slots=True)
+class Members:
+    """A check that its argument is one of ``items``: ``f.is_compute_capability_supported`` of
+    a function decorated with ``@supported_compute_capability([100, 103])``."""
+
+    items: frozenset
+
+
+@dataclass(frozen=True, slots=True)
 class Wrapper:
     """``lru_cache(maxsize=1)``: calling it with a function returns the function."""
 
@@ -359,7 +367,12 @@ def compare(op: str, a: Val, b: Val) -> Val:
     fn = _COMPARE[op]
     out: set = set()
     for x, y in pairs:
-        if op in ("is", "is not") and (isinstance(x, (Cap, Props, ExtRef)) or isinstance(y, (Cap, Props, ExtRef))):
+        if op in ("is", "is not") and (isinstance(x, (Cap, Props)) or isinstance(y, (Cap, Props))):
+            # a capability query on the audited (CUDA) device never gives None: a helper's
+            # ``-1 if cap is None else cap.to_int()`` fallback is unreachable there
+            out.add(op == "is not" if (x is None or y is None) else (op == "is") == (x is y))
+            continue
+        if op in ("is", "is not") and (isinstance(x, ExtRef) or isinstance(y, ExtRef)):
             # an external object may be None (``torch.version.hip``, an optional import)
             out |= {True, False}
             continue

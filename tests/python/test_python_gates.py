@@ -102,7 +102,7 @@ def test_gate_records_are_complete_and_stable():
 
 def test_resolutions_name_the_definitions_followed():
     gates, _ = scanned("predicates")
-    g = next(g for g in gates if g.file == "app/fusion.py")
+    g = next(g for g in gates if g.file == "app/fusion.py" and g.context == "fusion_enabled")
     names = {r.name: (r.file, r.line) for r in g.resolutions}
     assert names["_is_sm90_supported"] == ("app/fusion.py", 4)
     assert names["is_sm100_supported"] == ("corelib/utils/common.py", 24)
@@ -205,3 +205,11 @@ def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
     inner = body.named_children[3].child_by_field_name("body")
     assert assigned_in(mod, inner) == {"w"}
     assert assigned_in(mod, body) is assigned_in(mod, body)  # looked up once
+
+
+def test_a_flag_at_its_uses_names_its_one_definition():
+    # #17 item 4: one root cause (the flag's definition), several sites
+    gates, _ = scanned("flow")
+    for use, definition in ((8, 7), (13, 12), (18, 17), (24, 23)):
+        g = next(g for g in gates if g.file == "kern/flags.py" and g.line == use)
+        assert ("kern/flags.py", definition) in {(r.file, r.line) for r in g.resolutions}, g.resolutions

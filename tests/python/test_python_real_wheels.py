@@ -107,3 +107,39 @@ def test_flashinfer_074_sm12x_bail_out_lets_12x_through():
     [g] = [g for g in gates if g.context == "is_sm12x_supported" and g.expression == "major != 12"]
     assert g.guards == "reject" and "12.0" not in g.admits and "12.1" not in g.admits
     assert verdicts.verdicts(g, arch.parse_targets(arch.DEFAULT_TARGETS)) == {"12.0": "admits", "12.1": "admits"}
+
+
+@cache
+def vllm_backends():
+    """vllm 0.33.0's platforms and every file that defines or calls ``supports_compute_capability``."""
+    with zipfile.ZipFile(wheel("vllm", "0.33.0")) as z:
+        sources = {m: z.read(m) for m in z.namelist() if m.endswith(".py")}
+    files = [
+        SourceFile(m, data, "python")
+        for m, data in sources.items()
+        if m.startswith("vllm/platforms/") or b"supports_compute_capability" in data
+    ]
+    return files, extract(files)
+
+
+def test_vllm_0330_capability_parameter_tests_are_gates_at_their_definitions():
+    # #17 item 2: `supports_compute_capability(cls, capability)` tests its parameter; every such
+    # method of a module-level class that reads `capability.major` is a gate where it is defined
+    import ast
+
+    files, (gates, _) = vllm_backends()
+    methods = []
+    for f in files:
+        tree = ast.parse(f.data)
+        for cls in tree.body:
+            for fn in getattr(cls, "body", []) if isinstance(cls, ast.ClassDef) else []:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "supports_compute_capability":
+                    if "capability.major" in ast.get_source_segment(f.data.decode(), fn):
+                        methods.append((f.path, fn.lineno, fn.end_lineno))
+    assert len(methods) >= 20
+    missed = [m for m in methods if not any(g.file == m[0] and m[1] <= g.line <= m[2] for g in gates)]
+    assert missed == []
+    (g,) = at(gates, "vllm/v1/attention/backends/mla/flashmla.py", "capability.major in [9, 10]")
+    assert g.admits == ("9.0", "10.0", "10.1", "10.3", "10.7")
+    (g,) = at(gates, "vllm/platforms/cuda.py", "device_capability.major == 12")
+    assert g.admits == ("12.0", "12.1")

@@ -49,10 +49,13 @@ def test_opaque_operands_compare_either_way():
     assert compare("==", val((UNKNOWN, 128)), val((128, 128))).elems == {True, False}
 
 
-def test_is_none_of_a_capability_is_not_about_the_arch():
+def test_a_capability_is_never_none_and_that_is_not_about_the_arch():
+    # the audited device is a CUDA device: its capability query never returns None (#17)
     v = compare("is", val(Cap((9, 0)), taint=T), val(None))
-    assert v.elems == {True, False}
+    assert v.elems == {False}
     assert v.taint is None
+    assert compare("is not", val(Cap((9, 0)), taint=T), val(None)).elems == {True}
+    assert compare("is", ANY, val(None)).elems == {True, False}
 
 
 def test_taint_survives_operations():
