@@ -97,6 +97,8 @@ class Scanner:
         """(points, [(node, value), ...]) of each evaluation, in walk order."""
         self.read_toolkit = False
         """Whether the scope being walked read the toolkit so far."""
+        self.read_cap = False
+        """Whether a :meth:`run` read the capability since this was last cleared."""
         self.states: dict = {}
         self.words: dict[int, tuple[str, ...]] = {}
 
@@ -193,12 +195,23 @@ class Scanner:
         clauses, other = if_clauses(s)
         outs = []
         cur = states
+        skip_other = False  # a clause the device always takes: no later one runs
         for cond, body in clauses:
+            self.read_cap = False
             tested = self.run(cur, cond, lambda st: self._test(cond, st, fr))  # noqa: B023 (called at once)
             branch = self.each(tested, lambda r: self.state(r[0].env, r[0].live and True in r[1]))
             cur = self.each(tested, lambda r: self.state(r[0].env, r[0].live and False in r[1]))
-            outs.append(self.walk(body.named_children if body is not None else [], branch, fr))
-        if other is not None:
+            # a test the device decides without its capability (``if is_musa():``, another
+            # backend's branch) leaves code no NVIDIA device runs: it holds no gate of this device
+            off_device = not self.read_cap
+            if off_device and not any(True in r[1] for r in tested.values()):
+                outs.append(branch)
+            else:
+                outs.append(self.walk(body.named_children if body is not None else [], branch, fr))
+            skip_other = off_device and not any(False in r[1] for r in tested.values())
+            if skip_other:
+                break
+        if other is not None and not skip_other:
             cur = self.walk(other.named_children, cur, fr)
         outs.append(cur)
         return self.combine(outs, lambda *sts: it.join_states(list(sts)))
@@ -290,6 +303,7 @@ class Scanner:
                 else:
                     r, dep, tdep, recorded = it.observe(cap, fn, State(dict(env), True, None))
                 self.read_toolkit = self.read_toolkit or tdep
+                self.read_cap = self.read_cap or dep
                 whole = i == 0 and not dep and not tdep
                 share = caps if whole else (cap,)
                 if recorded:
