@@ -52,6 +52,18 @@ def models() -> Models:
 
 
 @cache
+def _probe_words() -> re.Pattern:
+    names = "|".join(sorted(map(re.escape, models().probes)))
+    return re.compile(rb"(?<![A-Za-z0-9_])_*(?:" + names.encode() + rb")(?![A-Za-z0-9_])")
+
+
+def names_probe(text: bytes) -> bool:
+    """Whether code names a backend probe (``is_musa()``, ``_is_hip``, ``platform.is_rocm()``):
+    a branch it decides is another backend's code, not code an NVIDIA device might run."""
+    return _probe_words().search(text) is not None
+
+
+@cache
 def owned(module: str, name: str) -> str | None:
     """The modelled dotted name ``module.name`` stands for, or None. A tree whose packages sit
     under a folder (``lib/site-packages/torch/cuda``) still names ``torch.cuda``: suffixes count."""

@@ -30,6 +30,7 @@ from tree_sitter import Node
 from auditor import arch
 from auditor.python.core import NEWEST, Frame, State
 from auditor.python.interp import Interp
+from auditor.python.models import names_probe
 from auditor.python.symbols import Module
 from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, try_parts
 from auditor.python.values import (
@@ -201,9 +202,9 @@ class Scanner:
             tested = self.run(cur, cond, lambda st: self._test(cond, st, fr))  # noqa: B023 (called at once)
             branch = self.each(tested, lambda r: self.state(r[0].env, r[0].live and True in r[1]))
             cur = self.each(tested, lambda r: self.state(r[0].env, r[0].live and False in r[1]))
-            # a test the device decides without its capability (``if is_musa():``, another
-            # backend's branch) leaves code no NVIDIA device runs: it holds no gate of this device
-            off_device = not self.read_cap
+            # a backend probe that decides the test without the capability (``if is_musa():``)
+            # leaves another backend's code, which no NVIDIA device runs: no gate of this device
+            off_device = not self.read_cap and names_probe(cond.text or b"")
             if off_device and not any(True in r[1] for r in tested.values()):
                 outs.append(branch)
             else:
