@@ -66,3 +66,25 @@ def test_another_backends_capability_is_not_the_devices():
     MUSA capability on a branch a CUDA device never takes: no gate, so no dead NVIDIA code."""
     for gates in (scan("engine"), scan("engine", "torch")):
         assert ("engine/kernels.py", 28) not in gates
+
+
+def test_a_platform_object_from_outside_the_input_is_a_cuda_platform():
+    """``current_platform`` imported from a package that is not scanned: the model's family test,
+    its probes, and no gate in the ROCm branch."""
+    src = """
+from vllm.platforms import current_platform
+
+def pick():
+    if not current_platform.is_device_capability_family(100):
+        return 1
+    if current_platform.is_rocm():
+        if current_platform.has_device_capability(94):
+            return 2
+    if current_platform.is_cuda() and current_platform.is_device_capability((12, 1)):
+        return 3
+"""
+    gates, _ = extract([SourceFile("m.py", src.encode(), "python")])
+    assert {g.line: g.admits for g in gates} == {
+        5: tuple(c for c in ALL if not c.startswith("10.")),
+        10: ("12.1",),
+    }
