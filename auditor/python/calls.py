@@ -12,6 +12,7 @@ from tree_sitter import Node
 
 from auditor.model import GateKind, Resolution, ResolvedBy
 from auditor.python.core import FUEL, MAX_DEPTH, Core, Frame, OutOfFuel, State
+from auditor.python.models import foreign, models
 from auditor.python.parameters import Form, capability_parameters
 from auditor.python.resolve import retag
 from auditor.python.symbols import Binding, Module, definition_at
@@ -54,7 +55,9 @@ class Calls(Core):
             return self.toolkit_call(bare, args)
         if fnode.type == "attribute" and (name in self.table.sources or name in self.table.tests):
             recv = self.eval(child(fnode, "object"), fr)
-            if all(isinstance(x, (SelfRef, ExtRef)) or x is UNKNOWN for x in recv.elems):
+            if all(isinstance(x, (SelfRef, ExtRef)) or x is UNKNOWN for x in recv.elems) and not any(
+                isinstance(x, ExtRef) and foreign(x.path) for x in recv.elems
+            ):
                 return self.api(name, args, kwargs)
         callee = self.eval(fnode, fr)
         outs = [self.call_elem(x, args, kwargs, name, splat) for x in callee.elems]
@@ -104,6 +107,8 @@ class Calls(Core):
         input (methods on an opaque receiver, or a free function), else the name table."""
         if name in self.table.sources or name in self.table.tests:
             return self.api(name, args, kwargs)
+        if name in models().probes:
+            return val(models().probes[name])
         cands: list[tuple[Module, Node | None, Binding | None]] = []
         if functions:
             for m, binding in self.prog.functions.get(name, ())[:8]:

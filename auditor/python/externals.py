@@ -13,6 +13,7 @@ from __future__ import annotations
 from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import GateKind, ResolvedBy
+from auditor.python import models as models_mod
 from auditor.python.core import Core
 from auditor.python.values import (
     ANY,
@@ -97,6 +98,11 @@ class Externals(Core):
         t = self.table
         if x.path in t.returns:
             return val(t.returns[x.path])
+        probes = models_mod.models().probes
+        if last in probes:
+            return val(probes[last])
+        if models_mod.foreign(x.path):
+            return ANY
         if x.path in t.toolkit.parse and args:
             return make((x if isinstance(x, Ver) else version(x) for x in args[0].elems), args[0].taint)
         if last in t.partial and args:
@@ -198,7 +204,9 @@ class Externals(Core):
         cap = self.cap
         out: set = set()
         for a in arg.elems:
-            if isinstance(a, int) and not isinstance(a, bool):
+            if op == "family" and isinstance(a, (int, tuple)) and not isinstance(a, bool):
+                out.add(cap[0] == (a[0] if isinstance(a, tuple) else a // 10))
+            elif isinstance(a, int) and not isinstance(a, bool):
                 out |= compare(op, val(cap[0] * 10 + cap[1]), val(a)).elems
             elif isinstance(a, tuple):
                 out |= compare(op, val(tuple(cap)), val(tuple(a))).elems

@@ -21,6 +21,7 @@ from auditor.model import Language
 from auditor.python.gates import Found, scan_module
 from auditor.python.interp import Interp
 from auditor.python.lists import list_tokens, scan_lists
+from auditor.python.models import models
 from auditor.python.symbols import Module, Program, word_pattern, word_starts
 from auditor.python.syntax import child
 from auditor.python.values import Cap, Func, Props, SelfRef, capability, is_boolish
@@ -329,7 +330,8 @@ def _exported(node, name: str, scope: str) -> bool:
         return False
     kind = child(node, "definition").type if node.type == "decorated_definition" else node.type
     if scope:
-        return kind == "function_definition" and names.promised(name) is not None
+        platform = models().platform_classes.search(scope.rsplit(".", 1)[-1]) is not None
+        return kind == "function_definition" and (names.promised(name) is not None or platform)
     return kind in ("function_definition", "expression_statement")
 
 

@@ -166,6 +166,8 @@ def _constant(it: Interp, mod: Module, node: Node):
 def _flags(mod: Module, node: Node, word: str):
     """A string literal holding fixed nvcc target flags, or a TORCH_CUDA_ARCH_LIST value."""
     if word == "TORCH_CUDA_ARCH_LIST":
+        if node.type == "comment":  # prose about the variable, not a value of it
+            return None
         stmt = node
         while stmt.parent is not None and stmt.type not in ("expression_statement", "pair", "keyword_argument", "call"):
             stmt = stmt.parent

@@ -14,6 +14,7 @@ from tree_sitter import Node
 
 from auditor.facts import names as names_mod
 from auditor.model import GateKind, Resolution, ResolvedBy
+from auditor.python import models as models_mod
 from auditor.python.core import MAX_DEPTH, Core, Frame
 from auditor.python.symbols import Binding, ClassInfo, Module, imports
 from auditor.python.syntax import child, line_of, method_kind, one_line, text_of
@@ -56,11 +57,14 @@ class Names(Core):
 
     def global_value(self, mod: Module, name: str, seen: frozenset = frozenset()) -> Val:
         """A module global: its bindings joined, or what a star import gives, or a free name."""
+        bindings = mod.bindings.get(name)
+        modelled = self.modelled(mod, name, bindings)
+        if modelled is not None:
+            return modelled
         key = ("g", mod.name, name)
         hit = self._cached(key)
         if hit is not None:
             return hit
-        bindings = mod.bindings.get(name)
         if bindings and (key in self.active or self.depth > MAX_DEPTH):
             return ANY
         outer = self._fresh()
@@ -89,6 +93,41 @@ class Names(Core):
                 v = Val(v.elems, retag(v, res, name, ("g", mod.name, name)))
             else:
                 v = make((alias(x, res, name, ("g", mod.name, name)) for x in v.elems), None)
+        return v
+
+    def modelled(self, mod: Module, name: str, bindings: list[Binding] | None) -> Val | None:
+        """What the API model says a module global is, whatever the input defines there: a
+        name the model owns (``torch.cuda.get_device_capability``), the platform object (the
+        CUDA platform), a backend probe (``is_rocm``); None for everything else. A name the
+        module imports is followed to where it is defined."""
+        dotted = models_mod.owned(mod.name, name)
+        if dotted is not None:
+            owner, _, attr = dotted.rpartition(".")
+            return self.external_attr(ExtRef(owner), attr)
+        dotted = models_mod.foreign_name(mod.name, name)
+        if dotted is not None:
+            return val(ExtRef(dotted))
+        m = models_mod.models()
+        if name in m.probes and (not bindings or all(b.kind == "def" for b in bindings)):
+            return val(ExtRef(f"{mod.name}.{name}"))
+        if name in m.objects and not any(b.kind == "import" for b in bindings or ()):
+            return self.platform(mod)
+        return None
+
+    def platform(self, mod: Module) -> Val | None:
+        """The running platform of the package ``mod`` belongs to, on the audited device: an
+        instance of each most derived CUDA platform class in its platform module (their
+        overrides win over the interface's defaults); None when the input has none."""
+        key = ("platform", mod.package)
+        if key in self.cache:
+            return self.cache[key]
+        m = models_mod.models()
+        where = self.prog.module(f"{mod.package}.{m.platform_module}" if mod.package else m.platform_module)
+        classes = [q for q in where.classes if m.platform_classes.search(q.rsplit(".", 1)[-1])] if where else []
+        bases = {b.rsplit(".", 1)[-1] for q in classes for b in where.classes[q].bases} if where else set()
+        leaves = [q for q in classes if q.rsplit(".", 1)[-1] not in bases]
+        v = join(*[val(SelfRef(where.name, q)) for q in leaves]) if where and leaves else None
+        self.cache[key] = v
         return v
 
     def _from_stars(self, mod: Module, name: str, seen: frozenset) -> Val:
@@ -139,7 +178,11 @@ class Names(Core):
         return val(ExtRef(target))
 
     def attr_of_module(self, mod: Module, attr: str) -> Val:
-        """An attribute of a module: a global of it, else a submodule, else unknown."""
+        """An attribute of a module: what the API model says it is, else a global of it, else a
+        submodule, else unknown."""
+        modelled = self.modelled(mod, attr, mod.bindings.get(attr))
+        if modelled is not None:
+            return modelled
         if attr in mod.bindings or mod.stars:
             v = self.global_value(mod, attr)
             if not (len(v.elems) == 1 and isinstance(v.only(), ExtRef) and v.only().free):
@@ -180,6 +223,9 @@ class Names(Core):
         if mod is None or info is None or depth > 8:
             return ANY
         bs = info.bindings.get(attr)
+        if attr in models_mod.models().probes and bs and all(b.kind == "def" for b in bs):
+            if all(b.node is not None and method_kind(b.node) != "property" for b in bs):
+                return val(ExtRef(f"{ref.module}.{ref.qualname}.{attr}"))
         if bs:
             vals = []
             for b in bs:

@@ -29,6 +29,7 @@ from tree_sitter import Node
 
 from auditor.python.core import Frame, State
 from auditor.python.interp import Interp
+from auditor.python.models import names_probe
 from auditor.python.symbols import Module
 from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, try_parts
 from auditor.python.values import (
@@ -93,6 +94,8 @@ class Scanner:
         """(points, [(node, value), ...]) of each evaluation, in walk order."""
         self.read_toolkit = False
         """Whether the scope being walked read the toolkit so far."""
+        self.read_cap = False
+        """Whether a :meth:`run` read the capability since this was last cleared."""
         self.states: dict = {}
         self.words: dict[int, tuple[str, ...]] = {}
 
@@ -190,12 +193,23 @@ class Scanner:
         clauses, other = if_clauses(s)
         outs = []
         cur = states
+        skip_other = False  # a clause the device always takes: no later one runs
         for cond, body in clauses:
+            self.read_cap = False
             tested = self.run(cur, cond, lambda st: self._test(cond, st, fr))  # noqa: B023 (called at once)
             branch = self.each(tested, lambda r: self.state(r[0].env, r[0].live and True in r[1]))
             cur = self.each(tested, lambda r: self.state(r[0].env, r[0].live and False in r[1]))
-            outs.append(self.walk(body.named_children if body is not None else [], branch, fr))
-        if other is not None:
+            # a backend probe that decides the test without the capability (``if is_musa():``)
+            # leaves another backend's code, which no NVIDIA device runs: no gate of this device
+            off_device = not self.read_cap and names_probe(cond.text or b"")
+            if off_device and not any(True in r[1] for r in tested.values()):
+                outs.append(branch)
+            else:
+                outs.append(self.walk(body.named_children if body is not None else [], branch, fr))
+            skip_other = off_device and not any(False in r[1] for r in tested.values())
+            if skip_other:
+                break
+        if other is not None and not skip_other:
             cur = self.walk(other.named_children, cur, fr)
         outs.append(cur)
         return self.combine(outs, lambda *sts: it.join_states(list(sts)))
@@ -287,6 +301,7 @@ class Scanner:
                 else:
                     r, dep, tdep, recorded = it.observe(cap, fn, State(dict(env), True, None))
                 self.read_toolkit = self.read_toolkit or tdep
+                self.read_cap = self.read_cap or dep
                 whole = i == 0 and not dep and not tdep
                 share = caps if whole else (cap,)
                 if recorded:

@@ -388,13 +388,22 @@ class Program:
         self._suffix: dict[str, list[str]] = {}
         self.functions: dict[str, list[tuple[Module, Binding]]] = {}
         self.methods: dict[str, list[tuple[Module, str, Node]]] = {}
+        packages = set()
         for f in files:
-            name = module_name(f.path)[0]
+            name, is_package = module_name(f.path)
             if name in self._files:
                 continue
             self._files[name] = f
+            if is_package:
+                packages.add(name)
+        for name in self._files:
+            # a suffix names the module only where the folders above it are no package: in
+            # ``python/sglang/srt/utils`` the package starts at ``sglang``, while torch's
+            # ``torch/_dynamo/polyfills/functools.py`` is not the standard library's functools
             parts = name.split(".")
             for i in range(1, len(parts)):
+                if ".".join(parts[:i]) in packages:
+                    break
                 self._suffix.setdefault(".".join(parts[i:]), []).append(name)
 
     def load(self, file: SourceFile) -> Module | None:

@@ -80,3 +80,49 @@ def test_instance_attributes_assigned_in_methods():
     it.on(capability("12.0"))
     assert it.instance_attr(mod, SelfRef("m", "Runner"), "major").only() == 12
     assert it.instance_attr(mod, SelfRef("m", "Runner"), "name").only() == "r"
+
+
+def test_a_modelled_name_wins_over_its_definition_in_the_input():
+    """torch's own source beside the caller: the model's capability and constants, not the
+    definitions (which read a C extension, or hard-code the toolkit torch was built with)."""
+    prog = program(
+        **{
+            "site/torch/__init__.py": "from torch import cuda as cuda\nfrom torch import version as version\n",
+            "site/torch/version.py": "cuda = '12.8'\nhip = None\n",
+            "site/torch/cuda/__init__.py": "def get_device_capability(d=None):\n    return _props(d).major, 0\n",
+            "site/app.py": "import torch\nCAP = torch.cuda.get_device_capability()\nHIP = torch.version.hip\n",
+        }
+    )
+    it = interp(prog)
+    app = prog.by_path["site/app.py"]
+    assert value(it, app, "CAP", cap="12.1").only() == (12, 1)
+    assert value(it, app, "HIP").only() is None
+
+
+def test_backend_probes_answer_as_on_cuda_whatever_their_definition():
+    prog = program(
+        **{
+            "m.py": """
+            import torch
+            def is_rocm():
+                return torch.version.hip is not None and probe()
+            class Platform:
+                def is_musa(self):
+                    return self._enum == 3
+            ROCM = is_rocm()
+            MUSA = Platform().is_musa()
+            CUDA = Platform().is_cuda()
+            """
+        }
+    )
+    it = interp(prog)
+    mod = prog.by_path["m.py"]
+    assert value(it, mod, "ROCM").only() is False
+    assert value(it, mod, "MUSA").only() is False
+    assert value(it, mod, "CUDA").only() is True  # by name, not defined anywhere
+
+
+def test_another_accelerators_capability_is_unknown():
+    prog = program(**{"m.py": "import torch\nCAP = torch.musa.get_device_capability()\n"})
+    v = value(interp(prog), prog.by_path["m.py"], "CAP", cap="12.0")
+    assert v.taint is None and v.only() != (12, 0)

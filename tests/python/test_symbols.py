@@ -103,3 +103,21 @@ def test_a_syntax_error_is_reported_and_the_rest_kept():
 def test_bad_encoding_gives_no_module():
     mod, error = parse(SourceFile("m.py", b"X = '\xff'\n", "python"))
     assert mod is None and error is not None and "UTF-8" in error.reason
+
+
+def test_a_module_inside_another_package_is_not_found_by_its_suffix():
+    """torch's ``torch/_dynamo/polyfills/functools.py`` is not the standard library's
+    ``functools``; a package under a plain folder (``python/pkg``) is still found by suffix."""
+    prog = program(
+        **{
+            "torch/__init__.py": "",
+            "torch/_dynamo/__init__.py": "",
+            "torch/_dynamo/polyfills/__init__.py": "",
+            "torch/_dynamo/polyfills/functools.py": "def lru_cache(f):\n    return None\n",
+            "python/pkg/__init__.py": "",
+            "python/pkg/utils.py": "from functools import lru_cache\n",
+        }
+    )
+    assert prog.module("functools") is None
+    found = prog.module("pkg.utils")
+    assert found is not None and found.path == "python/pkg/utils.py"
