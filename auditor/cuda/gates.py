@@ -18,7 +18,7 @@ from auditor.cuda.cccl import cccl_condition
 from auditor.cuda.directives import scan
 from auditor.cuda.macros import Axis, MacroTable, names_an_arch, parse_condition
 from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
-from auditor.model import Domain, FileError, Gate, GateKind, Language, Resolution, ResolvedBy, SourceFile
+from auditor.model import Domain, FileError, Gate, GateKind, Guards, Language, Resolution, ResolvedBy, SourceFile
 
 _CCCL = re.compile(r"NV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")  # literal first: fast search
 _ARCH_TOKEN = re.compile(r"__CUDA_ARCH|NV_(?:IF|DISPATCH)_")
@@ -99,7 +99,7 @@ def scan_structure(text: str) -> Structure:
     """Directives -> branches and definitions."""
     from auditor.cuda.structure import structure
 
-    return structure(scan(text), text.count("\n") + 1)
+    return structure(scan(text), text.count("\n") + 1, text)
 
 
 class _Enclosing:
@@ -271,6 +271,7 @@ def gates(
                     resolutions=resolutions,
                     chain=tuple(c if pol else f"!({c})" for c, pol in b.inherited + b.local),
                     body_lines=b.body,
+                    guards=Guards.DEFINE if b.defines else Guards.TAKE,
                     toolkits=toolkits,
                     input=input_name,
                     package=fs.package,

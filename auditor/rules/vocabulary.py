@@ -22,7 +22,7 @@ from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
-from auditor.model import Classification, Domain, Feature, Gate, GateKind, Language, ResolvedBy, Target
+from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
@@ -278,6 +278,12 @@ def kind_is(v: GateView, value: object) -> bool:
     return v.gate.kind in _one_of(value)
 
 
+def guards_is(v: GateView, value: object) -> bool:
+    """What the gate's branch does is one of the given roles (``define``: it only defines macros,
+    so its findings belong where they are used)."""
+    return v.gate.guards in _one_of(value)
+
+
 def resolved_by(v: GateView, value: object) -> bool:
     """The gate was resolved this way (``definition``, ``name``, ``literal``)."""
     return v.gate.resolved_by in _one_of(value)
@@ -307,6 +313,7 @@ PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
     "classification": classification_is,
     "resolved_by": resolved_by,
     "kind": kind_is,
+    "guards": guards_is,
 }
 """Predicates written as ``name: value`` (a value or a list of values) in ``when``."""
 
@@ -314,6 +321,7 @@ PARAMETRIC_VALUES: dict[str, tuple[str, ...]] = {
     "classification": tuple(c.value for c in Classification if c is not Classification.NONE),
     "resolved_by": tuple(r.value for r in ResolvedBy),
     "kind": tuple(k.value for k in GateKind),
+    "guards": tuple(g.value for g in Guards if g is not Guards.TAKE),
 }
 """The values each parametric predicate accepts (the rule schema lists them)."""
 
@@ -381,6 +389,19 @@ def _same_major(v: GateView) -> str:
     return ", ".join(c for c in v.capabilities if _cap(c).major in majors) or "none"
 
 
+def _root_cause(v: GateView) -> str:
+    """The macro definitions a C/CUDA gate's own condition goes through: where its verdict is decided."""
+    if v.gate.language != Language.CUDA or not v.gate.resolutions:
+        return ""
+    named = set(_WORD.findall(v.gate.expression))
+    direct = [r for r in v.gate.resolutions if r.name in named]
+    if not direct:
+        return ""
+    shown = "; ".join(f"`{r.name}` at {r.file}:{r.line} ({r.detail})" for r in direct[:3])
+    more = f" and {len(direct) - 3} more" if len(direct) > 3 else ""
+    return f"; decided where its macros are defined: {shown}{more}"
+
+
 FIELDS: dict[str, Callable[[GateView], str]] = {
     "expression": lambda v: v.gate.expression,
     "file": lambda v: v.gate.file,
@@ -397,6 +418,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
+    "root_cause": _root_cause,
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
     "targets_unloadable": lambda v: _labels(
         t for t in v.targets if t not in v.excluded and v.binaries.get(t.label) == "none"
@@ -404,3 +426,6 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "targets_native_excluded": lambda v: _labels(t for t in v.excluded if v.binaries.get(t.label) == "native"),
 }
 """``{placeholders}`` a rule's message may use, each rendered as one line of text."""
+
+CLAUSES = frozenset({"root_cause"})
+"""Fields that render as a trailing clause of a message: empty when there is nothing to add."""
