@@ -20,7 +20,8 @@ from pathlib import Path
 
 from auditor import __version__, arch
 from auditor.cuda import gates as cuda
-from auditor.cuda.macros import Axis, MacroTable
+from auditor.cuda.includes import Scopes
+from auditor.cuda.macros import MacroTable
 from auditor.facts.binaries import binary_records, package_verdicts, read_binaries
 from auditor.facts.features import with_features
 from auditor.model import (
@@ -93,7 +94,7 @@ def cuda_gates(files: Sequence, reads: Sequence[Read], input_name: str) -> tuple
         elif scanned is not None:
             scans.append(scanned)
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    return cuda.gates(scans, table, Axis(table), input_name, errors), errors
+    return cuda.gates(scans, Scopes(scans, table), input_name, errors), errors
 
 
 def apply_rules(
