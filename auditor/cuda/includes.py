@@ -24,9 +24,16 @@ from auditor.cuda.structure import Structure
 
 
 class _Scanned(Protocol):
-    path: str
-    structure: Structure
-    cccl: tuple
+    """A file's scan (:class:`auditor.cuda.gates.FileScan`), as far as scopes read it."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def structure(self) -> Structure: ...
+
+    @property
+    def cccl(self) -> tuple: ...
 
 
 def resolve(paths: Sequence[str], includes: Sequence[Sequence[str]]) -> list[list[int]]:

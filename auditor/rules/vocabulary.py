@@ -27,6 +27,8 @@ from auditor.verdicts import allowed, availability, capabilities_of, classify, d
 
 _cap = Capability.parse
 """Capability labels are compared as numbers (10.0 > 9.0)."""
+HOPPER = Capability.parse("9.0")
+"""Where the binary rules start to look: shipped 12.x code says nothing about a gate for older devices."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,14 +256,28 @@ def has_unknowns(v: GateView) -> bool:
 
 
 def binaries_cannot_load(v: GateView) -> bool:
-    """The gate lets a requested target in, yet no binary its package ships runs there
-    (no SASS for it, no PTX to JIT): the code behind it fails to load on that target."""
-    return any(v.binaries.get(t.label) == "none" for t in v.targets if t not in v.excluded)
+    """The gate lets a requested target in, yet no binary its guarded code reaches runs there
+    (no SASS for it, no PTX to JIT): that code fails to load on the target. Only for a gate
+    that decides something from 9.0 up (:func:`decides_from_hopper`)."""
+    return decides_from_hopper(v) and any(v.binaries.get(t.label) == "none" for t in v.targets if t not in v.excluded)
 
 
 def binaries_behind_excluding_gate(v: GateView) -> bool:
-    """The package ships SASS for a requested target, and the gate turns that target away."""
-    return any(v.binaries.get(t.label) == "native" for t in v.excluded)
+    """A binary the guarded code reaches carries SASS for a requested target, and the gate turns
+    that target away. Only for a gate that decides something from 9.0 up."""
+    return decides_from_hopper(v) and any(v.binaries.get(t.label) == "native" for t in v.excluded)
+
+
+def decides_from_hopper(v: GateView) -> bool:
+    """The gate's answer changes somewhere from 9.0 up (the last older capability included, so
+    that ``>= 9`` counts): a gate that treats every capability from 9.0 on alike (``major >= 8``,
+    ``major < 8``) concerns older devices, and a binary built for 12.x says nothing about it."""
+    caps = v.domain_capabilities
+    newer = [c for c in caps if _cap(c) >= HOPPER]
+    older = [c for c in caps if _cap(c) < HOPPER]
+    let_in = set(v.capabilities)
+    answers = {c in let_in for c in older[-1:] + newer}
+    return len(answers) > 1
 
 
 def _one_of(value: object) -> tuple[str, ...]:
@@ -306,6 +322,7 @@ PREDICATES: dict[str, Predicate] = {
     "has_unknowns": has_unknowns,
     "binaries_cannot_load": binaries_cannot_load,
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
+    "decides_from_hopper": decides_from_hopper,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -420,6 +437,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
     "root_cause": _root_cause,
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
+    "extensions": lambda v: ", ".join(v.gate.extensions) or "none",
     "targets_unloadable": lambda v: _labels(
         t for t in v.targets if t not in v.excluded and v.binaries.get(t.label) == "none"
     ),
