@@ -169,8 +169,4 @@ def code_lines(text: str, directives: list[Directive]) -> list[int]:
             pos = b
         text = "".join(parts) + text[pos:]
     directive = {n for d in directives for n in range(d.line, d.end_line + 1)}
-    return [
-        n
-        for n, line in enumerate(text.split("\n"), 1)
-        if n not in directive and line.split("//", 1)[0].strip()
-    ]
+    return [n for n, line in enumerate(text.split("\n"), 1) if n not in directive and line.split("//", 1)[0].strip()]

@@ -254,9 +254,7 @@ def decode(d: Any) -> Structure:
 
     return Structure(
         tuple(
-            Branch(
-                str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc), bool(df)
-            )
+            Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc), bool(df))
             for k, e, l1, l2, b, i, lc, df in branches
         ),
         tuple(
