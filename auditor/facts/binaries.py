@@ -426,6 +426,9 @@ class _Source:
     """(line, name) of each call of a function defined in the file, by line."""
     functions: Mapping[str, tuple[int, int]]
     """Name -> (first, last line) of the file's functions and methods (the first of each name)."""
+    after: tuple[tuple[int, int, int], ...]
+    """(line of an ``if``, first and last line of the statements after it in its block), innermost
+    first: what a rejection in that ``if`` lets through."""
 
 
 class _Reach:
@@ -443,8 +446,8 @@ class _Reach:
         if src is None:
             return frozenset()
         first, last = self._region(src, gate)
-        if not first:
-            return frozenset()
+        if not first or first <= gate.line <= last:
+            return frozenset()  # none, or the gate is an argument of what it "guards": that runs either way
         found = set(self._refs(src, first, last))
         for _, name in _between(src.calls, first, last):
             span = src.functions[name]
@@ -459,15 +462,11 @@ class _Reach:
 
     @staticmethod
     def _region(src: _Source, gate: Gate) -> tuple[int, int]:
-        """The guarded lines; for a rejection guard, what follows it in its function."""
+        """The guarded lines; for a rejection guard, the statements after it in its block."""
         first, last = gate.body_lines
         if gate.guards != Guards.REJECT:
             return (first, last) if last >= first > 0 else (0, 0)
-        start, end = max(last, gate.end_line) + 1, len(src.lines)
-        for a, b in src.functions.values():
-            if a <= gate.line <= b < end:
-                end = b
-        return (start, end) if end >= start else (0, 0)
+        return next(((a, b) for at, a, b in src.after if at <= gate.line < a), (0, 0))
 
     def _refs(self, src: _Source, first: int, last: int) -> Iterator[Ref]:
         """What the lines ``first..last`` of a file reach."""
@@ -488,10 +487,13 @@ class _Reach:
                 return
             if name in self.modules:
                 src = self.source(self.modules[name])
-                if src is not None:
-                    span = src.functions.get(parts[n]) if n < len(parts) else None
-                    yield from self._direct(src, *(span or (1, len(src.lines))))
-                return
+                if src is None:
+                    return
+                if n == len(parts):
+                    yield from self._direct(src, 1, len(src.lines))
+                elif parts[n] in src.functions:
+                    yield from self._direct(src, *src.functions[parts[n]])
+                return  # a class or a constant of the module: no specific call
 
     def _direct(self, src: _Source, first: int, last: int) -> frozenset[Ref]:
         """``torch.ops`` namespaces and extension modules that lines of a file name themselves."""
@@ -545,6 +547,15 @@ def _read(module: str, data: bytes) -> _Source | None:
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
             calls.append((node.lineno, name))
     qualified = {id(a.value) for a in attributes if a.value.id in bound}  # type: ignore[attr-defined]
+    after: list[tuple[int, int, int]] = []
+    for node in ast.walk(tree):
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block[:-1]):
+                if isinstance(stmt, ast.If):
+                    after.append((stmt.lineno, block[i + 1].lineno, block[-1].end_lineno or block[-1].lineno))
+    after.sort(key=lambda x: -x[0])  # innermost (latest) first
     uses = statements + [(n.lineno, bound[n.id]) for n in names if n.id in bound and id(n) not in qualified]
     uses += [(a.lineno, f"{bound[a.value.id]}.{a.attr}") for a in attributes if a.value.id in bound]  # type: ignore[attr-defined]
     return _Source(
@@ -553,6 +564,7 @@ def _read(module: str, data: bytes) -> _Source | None:
         tuple(sorted(uses)),
         tuple(sorted(c for c in calls if c[1] in functions)),
         functions,
+        tuple(after),
     )
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from auditor import arch
 from auditor.cuda.includes import contexts, resolve
-from auditor.pipeline import Options, audit
-from tests.conftest import FIXTURES
+from auditor.model import Guards
+from auditor.pipeline import Options, audit, audit_input
+from tests.conftest import FIXTURES, wheel
 
 SCOPED = FIXTURES / "cuda" / "scoped"
 
@@ -43,3 +46,20 @@ def test_resolution_and_contexts():
     # roots x and w make two units; y and z are in both, b/y.h only in w's
     assert ctx == [1 | 2 | 8, 1 | 2 | 4 | 8 | 16, 2 | 4 | 8 | 16, 1 | 2 | 4 | 8 | 16, 2 | 4 | 8 | 16]
     assert resolve(["v/a/cutlass/c.h", "v/b/cutlass/c.h", "v/a/cutlass/g/m.h"], [[], [], ["cutlass/c.h"]])[2] == [0]
+
+
+@pytest.mark.slow
+def test_flashinfer_053_vendored_cutlass_copy_is_not_dead():
+    """DeepGEMM's NVRTC header carries its own CUTLASS config block; another copy's definition of
+    the same flag made its ``#if !defined(FLAG) && ...`` look dead (a false ARCH006)."""
+    from auditor.sources import ZipProvider, read_all
+
+    files, _ = read_all(ZipProvider(str(wheel("flashinfer-python==0.5.3"))))
+    gates, findings, _ = audit_input(files, "flashinfer-python==0.5.3", Options(jobs=1))
+    header = "flashinfer/data/csrc/nv_internal/tensorrt_llm/deep_gemm/nvrtc_cutlass.cuh"
+    (gate,) = [g for g in gates if g.file == header and g.line == 45]
+    assert gate.admits == ("sm_90a",) and gate.guards == Guards.DEFINE
+    assert not [f for f in findings if f.file == header and f.line == 45]
+    # the definition blocks of the vendored CUTLASS report nothing themselves
+    config = [f for f in findings if f.file.endswith(("cutlass/arch/config.h", "cute/arch/config.hpp"))]
+    assert not [f for f in config if f.rule in ("ARCH001", "ARCH002", "ARCH003", "ARCH007")]
