@@ -333,6 +333,7 @@ def _payload_target(kind: str, code: bytes) -> tuple[int, str] | None:
 # --- evidence: which shipped extension a gate's guarded code reaches --------------------
 
 _TORCH_OPS = re.compile(r"\btorch\.ops\.([A-Za-z_]\w*)")
+_NAME_LIKE = re.compile(r"[A-Za-z_][\w.-]{0,63}")
 
 
 def module_of(path: str) -> str:
@@ -363,12 +364,13 @@ def binary_verdicts(records: Sequence[Binary]) -> dict[str, dict[str, Loadabilit
 def with_extensions(gates: Sequence[Gate], files: Sequence, records: Sequence[Binary]) -> list[Gate]:
     """The Python gates, each with the shipped extensions its guarded code reaches.
 
-    Reaching means, in the guarded lines (for a rejection guard, the rest of its function): a
+    Reaching means, in the guarded lines (for a rejection guard, the rest of its block): a
     ``torch.ops.NS`` namespace that a binary registers (its name is in the binary as a C
-    string), an import of an extension module or a use of a name bound to one, a use of a
-    Python module of the input that does one of these at its top level, or a call of a function
-    of the same file whose body does (one level each way, so that the claim stays about a
-    specific binary). A JIT-compiled or CuTe-DSL path reaches no shipped binary: no evidence."""
+    string), an import of an extension module or a use of a name bound to one, a function of
+    a Python module of the input that does one of these itself, a call of a function of the
+    same file whose body does (one level each way, so that the claim stays about a specific
+    binary), or a string naming where binaries of the same package lie (a loader's path). A
+    JIT-compiled or CuTe-DSL path reaches no shipped binary: no evidence."""
     gpu = [r for r in records if r.verdicts]
     python = {f.path: f for f in files if f.language == "python"}
     wanted = [i for i, g in enumerate(gates) if g.language == Language.PYTHON and g.file in python]
@@ -426,6 +428,8 @@ class _Source:
     """(line, name) of each call of a function defined in the file, by line."""
     functions: Mapping[str, tuple[int, int]]
     """Name -> (first, last line) of the file's functions and methods (the first of each name)."""
+    strings: tuple[tuple[int, str], ...]
+    """(line, text) of each short name-like string literal: a path a loader is given (``"sm90"``)."""
     after: tuple[tuple[int, int, int], ...]
     """(line of an ``if``, first and last line of the statements after it in its block), innermost
     first: what a rejection in that ``if`` lets through."""
@@ -437,6 +441,13 @@ class _Reach:
     def __init__(self, python: Mapping[str, Any], gpu: Sequence[Binary]):
         self.python = python
         self.by_module = {module_of(r.path): r.path for r in gpu}
+        self.by_part: dict[tuple[str, str], list[str]] = {}
+        """(package, a directory or file stem under it) -> the binaries there: a loader given that
+        name (``sgl_kernel``'s ``ops_subdir = "sm90"``) loads one of them."""
+        for r in gpu:
+            parts = r.path.split("/")
+            for part in {*parts[1:-1], parts[-1].split(".", 1)[0]}:
+                self.by_part.setdefault((parts[0], part), []).append(r.path)
         self.modules = {module_of(p): p for p in python}
         self._sources: dict[str, _Source | None] = {}
         self._direct_memo: dict[tuple[str, int, int], frozenset[Ref]] = {}
@@ -449,6 +460,9 @@ class _Reach:
         if not first or first <= gate.line <= last:
             return frozenset()  # none, or the gate is an argument of what it "guards": that runs either way
         found = set(self._refs(src, first, last))
+        package = gate.file.split("/", 1)[0]
+        for _, text in _between(src.strings, first, last):
+            found.update(("bin", p) for p in self.by_part.get((package, text), ()))
         for _, name in _between(src.calls, first, last):
             span = src.functions[name]
             if not span[0] <= first <= last <= span[1]:  # not the function the gate is in
@@ -531,7 +545,10 @@ def _read(module: str, data: bytes) -> _Source | None:
     names: list[ast.Name] = []
     attributes: list[ast.Attribute] = []
     calls: list[tuple[int, str]] = []
+    strings: list[tuple[int, str]] = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
+            strings.append((node.lineno, node.value))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imported = _imported(module, node)
             bound.update(imported)
@@ -564,6 +581,7 @@ def _read(module: str, data: bytes) -> _Source | None:
         tuple(sorted(uses)),
         tuple(sorted(c for c in calls if c[1] in functions)),
         functions,
+        tuple(sorted(strings)),
         tuple(after),
     )
 

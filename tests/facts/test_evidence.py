@@ -84,3 +84,33 @@ def test_module_names():
     assert module_of("vllm/_C_stable_libtorch.abi3.so") == "vllm._C_stable_libtorch"
     assert module_of("pkg/sub/__init__.py") == "pkg.sub"
     assert module_of("pkg/ops.py") == "pkg.ops"
+
+
+LOADER = """
+import glob
+import importlib.util
+import torch
+
+
+def load_ops():
+    major, minor = torch.cuda.get_device_capability()
+    if major == 9:
+        ops_subdir = "sm90"
+    else:
+        ops_subdir = "sm100"
+    path = glob.glob(f"{ops_subdir}/common_ops.*")[0]
+    return importlib.util.spec_from_file_location("common_ops", path)
+"""
+
+
+def test_a_loader_given_a_binary_s_directory_reaches_it():
+    files = [
+        SourceFile("pkg/load_utils.py", textwrap.dedent(LOADER).encode(), "python", "t"),
+        SourceFile("pkg/sm90/common_ops.abi3.so", b"\x7fELF", "binary", "t"),
+        SourceFile("pkg/sm100/common_ops.abi3.so", b"\x7fELF", "binary", "t"),
+    ]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    gates = pipeline.audit_input_binaries(files[:1], "t", options).gates
+    records = [binary(f.path, "sm_90a", "sm_120") for f in files[1:]]
+    (gate,) = [g for g in with_extensions(gates, files, records) if g.expression == "major == 9"]
+    assert gate.extensions == ("pkg/sm90/common_ops.abi3.so",)

@@ -173,3 +173,16 @@ def test_real_sgl_kernel_wheel(capsys):
             print(f"{b['path']}: {sorted(e['target'] for e in b['entries'])} -> {b['verdicts']}")
         print(render_text.binaries_section(result))
         print(sorted({(f.rule, f.file, f.line) for f in result.findings if f.rule in ("ARCH008", "ARCH009")}))
+
+
+@pytest.mark.slow
+def test_vllm_binary_rules_need_a_reached_extension():
+    """vllm 0.33.0 ships one extension with sm_120 SASS; before evidence was per gate, 298 of its
+    findings were ARCH009 on every excluding gate. Now each binary finding names what it reaches."""
+    from tests.conftest import wheel
+
+    result = pipeline.audit([str(wheel("vllm==0.33.0"))], pipeline.Options(jobs=1))
+    gates = {g.id: g for g in result.gates}
+    found = [f for f in result.findings if f.rule in ("ARCH008", "ARCH009")]
+    assert len(found) < 30
+    assert all(gates[f.gate].extensions and gates[f.gate].extensions[0] in f.message for f in found)
