@@ -228,6 +228,9 @@ class Gate:
     """The input the file came from."""
     package: str = ""
     """Top-level package or folder the file belongs to."""
+    extensions: tuple[str, ...] = ()
+    """Shipped binaries (paths) the guarded code reaches: the module it imports, the ``torch.ops``
+    namespace it calls. The binary rules judge only these."""
 
 
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

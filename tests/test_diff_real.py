@@ -110,3 +110,14 @@ def test_a_version_the_registry_does_not_have_is_a_one_line_error(tmp_path, caps
         "archaudit: error: flashinfer-python==0.0.0.999: no wheel could be downloaded "
         "(No matching distribution found for flashinfer-python==0.0.0.999)"
     )
+
+
+def test_real_diff_keeps_enable_pdl_to_the_units_that_define_it(flashinfer_diff):
+    """``xqa/mha.cu`` includes ``defines.h``; 0.7.4's generated kernels that ``#define ENABLE_PDL 0``
+    are other translation units, so its ``#if ENABLE_PDL`` keeps its meaning (issue 15, cause 7)."""
+    doc = flashinfer_diff
+    mha = "flashinfer/data/csrc/xqa/mha.cu"
+    assert not [
+        d for d in doc["definitions"] if d["name"] == "ENABLE_PDL" and any(c["file"] == mha for c in d["call_sites"])
+    ]
+    assert not [c for c in doc["changes"] if c["file"] == mha and "ENABLE_PDL" in (c["new"] or c["old"])["expression"]]

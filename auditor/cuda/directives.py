@@ -12,7 +12,9 @@ import bisect
 import re
 from dataclasses import dataclass
 
-KEYWORDS = ("if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif", "define", "undef")
+KEYWORDS = ("if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif", "define", "undef", "include")
+UNCONDITIONAL = ("define", "undef", "include")
+"""Directives that open no branch: definitions, and the includes that scope them."""
 # Starts with a literal '#', so the regex engine skips ahead with a fast search; whether the
 # '#' starts its line is checked afterwards.
 _DIRECTIVE = re.compile(r"#[ \t]*(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")\b")
@@ -99,7 +101,7 @@ def _hidden_spans(text: str) -> list[tuple[int, int]]:
 
 
 def scan(text: str) -> list[Directive]:
-    """Every conditional, ``#define`` and ``#undef`` directive of a file, in order."""
+    """Every conditional, ``#define``, ``#undef`` and ``#include`` directive of a file, in order."""
     matches = list(_DIRECTIVE.finditer(text))
     if not matches:
         return []
@@ -152,3 +154,19 @@ def _logical_end(text: str, pos: int, hidden: list[tuple[int, int]], h: int) -> 
             pos = nl + 1
             continue
         return nl
+
+
+def code_lines(text: str, directives: list[Directive]) -> list[int]:
+    """Lines that hold code: not blank, not only comment, not one of the scanned directives.
+
+    Other directives (``#pragma``, ``#error``) count as code. What a branch whose body holds
+    none of these lines does is only the ``#define``s in it."""
+    hidden = [(a, b) for a, b in _hidden_spans(text) if text.startswith("/*", a)]
+    if hidden:
+        parts, pos = [], 0
+        for a, b in hidden:
+            parts += [text[pos:a], re.sub(r"[^\n]", " ", text[a:b])]
+            pos = b
+        text = "".join(parts) + text[pos:]
+    directive = {n for d in directives for n in range(d.line, d.end_line + 1)}
+    return [n for n, line in enumerate(text.split("\n"), 1) if n not in directive and line.split("//", 1)[0].strip()]

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from auditor import arch, fingerprint
 from auditor.cuda import cexpr
 from auditor.cuda.cccl import cccl_condition
 from auditor.cuda.directives import scan
-from auditor.cuda.macros import Axis, MacroTable, names_an_arch, parse_condition
+from auditor.cuda.includes import Scopes
+from auditor.cuda.macros import MacroTable, names_an_arch, parse_condition
 from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
-from auditor.model import Domain, FileError, Gate, GateKind, Language, Resolution, ResolvedBy, SourceFile
+from auditor.model import Domain, FileError, Gate, GateKind, Guards, Language, Resolution, ResolvedBy, SourceFile
 
 _CCCL = re.compile(r"NV_(IF_TARGET|IF_ELSE_TARGET|DISPATCH_TARGET)\s*\(")  # literal first: fast search
 _ARCH_TOKEN = re.compile(r"__CUDA_ARCH|NV_(?:IF|DISPATCH)_")
@@ -76,7 +77,9 @@ def scan_bytes(path: str, data: bytes, input_name: str = "") -> FileScan | FileE
     if "#" not in text and "_TARGET" not in text:
         return None
     scan = _scan_text(f, text)
-    if isinstance(scan, FileScan) and not (scan.structure.branches or scan.structure.definitions or scan.cccl):
+    if isinstance(scan, FileScan) and not (
+        scan.structure.branches or scan.structure.definitions or scan.structure.includes or scan.cccl
+    ):
         return None
     return scan
 
@@ -99,7 +102,7 @@ def scan_structure(text: str) -> Structure:
     """Directives -> branches and definitions."""
     from auditor.cuda.structure import structure
 
-    return structure(scan(text), text.count("\n") + 1)
+    return structure(scan(text), text.count("\n") + 1, text)
 
 
 class _Enclosing:
@@ -206,14 +209,14 @@ def _cccl_arms(text: str, structure: Structure) -> Iterable[Branch]:
             earlier.append((q, cond))
 
 
-def gates(
-    scans: Iterable[FileScan], table: MacroTable, evaluator: Axis, input_name: str, errors: list[FileError]
-) -> list[Gate]:
-    """Evaluate every branch; keep those that name an architecture."""
+def gates(scans: Sequence[FileScan], scopes: Scopes, input_name: str, errors: list[FileError]) -> list[Gate]:
+    """Evaluate every branch, each file with the macro definitions it can see; keep those that
+    name an architecture."""
     out: list[Gate] = []
     targets = arch.target_order()
-    resolved: dict[str, Resolution] = {}
+    resolved: dict[tuple[int, str], Resolution] = {}
     for fs in scans:
+        table, evaluator = scopes.of(fs.path)
         ordinals: dict[tuple[str, str], int] = {}
         for b in sorted(fs.structure.branches + fs.cccl, key=lambda b: b.line):
             try:
@@ -246,9 +249,9 @@ def gates(
                 direct = [n for n in names if n in local_ids]
                 names = (direct + [n for n in names if n not in local_ids])[: MAX_RESOLUTIONS - 1]
             for n in names:
-                if n not in resolved:
-                    resolved[n] = Resolution(n, *_where(table, n))
-            resolutions = tuple(resolved[n] for n in names)
+                if (id(table), n) not in resolved:
+                    resolved[id(table), n] = Resolution(n, *_where(table, n))
+            resolutions = tuple(resolved[id(table), n] for n in names)
             if len(derived) > len(names):
                 resolutions += (
                     Resolution(
@@ -271,6 +274,7 @@ def gates(
                     resolutions=resolutions,
                     chain=tuple(c if pol else f"!({c})" for c, pol in b.inherited + b.local),
                     body_lines=b.body,
+                    guards=Guards.DEFINE if b.defines else Guards.TAKE,
                     toolkits=toolkits,
                     input=input_name,
                     package=fs.package,

@@ -61,6 +61,8 @@ class MacroTable:
     derived: set[str] = field(default_factory=set)
     naming: set[str] = field(default_factory=set)
     """Derived macros whose definitions name an architecture (not only host/device)."""
+    uses: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per derived macro, the derived macros its definitions read."""
 
     @classmethod
     def build(cls, structures: Iterable[tuple[str, Structure]]) -> MacroTable:
@@ -114,7 +116,21 @@ class MacroTable:
                 if user in table.derived and user not in table.naming:
                     table.naming.add(user)
                     work.append(user)
+        table.uses = {n: frozenset(mentions[n][0] & table.derived) for n in table.derived}
         return table
+
+    def within(self, files: set[str], names: set[str]) -> MacroTable:
+        """The derived macros ``names`` as the definitions in ``files`` alone make them (the
+        files a translation unit can hold: :mod:`auditor.cuda.includes`)."""
+        sub = MacroTable()
+        for name in sorted(names & self.derived):
+            defs = [(p, d) for p, d in self.definitions.get(name, ()) if p in files]
+            if defs:
+                sub.definitions[name] = defs
+        sub.derived = set(sub.definitions)
+        sub.naming = self.naming & sub.derived
+        sub.uses = {n: self.uses.get(n, frozenset()) & sub.derived for n in sub.derived}
+        return sub
 
     def where(self, name: str) -> tuple[str, Definition]:
         """The first definition of a derived macro (for the report)."""

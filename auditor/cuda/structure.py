@@ -11,11 +11,12 @@ are not gates.
 
 from __future__ import annotations
 
+import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from auditor.cuda.directives import Directive
+from auditor.cuda.directives import UNCONDITIONAL, Directive, code_lines
 
 Constraint = tuple[str, bool]
 """(condition text, polarity): the body is compiled where the condition is true (or false)."""
@@ -52,6 +53,9 @@ class Branch:
     """Constraints of the enclosing branches (include guards left out)."""
     local: tuple[Constraint, ...]
     """This group's part: earlier siblings negated, then the branch's own condition."""
+    defines: bool = False
+    """Its body only ``#define``s or ``#undef``s macros (CUTLASS's per-arch config blocks): what it
+    decides happens where those macros are used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,9 @@ class Structure:
     definitions: tuple[Definition, ...]
     enclosing: tuple[tuple[int, int, tuple[Constraint, ...]], ...] = ()
     """(first, last, constraints) of every branch body, for code outside directives (CCCL)."""
+    includes: tuple[str, ...] = ()
+    """Headers named by ``#include "..."`` or ``<...>``, as written, in order (under any condition:
+    what the file *can* include)."""
 
 
 _DEFINE = re.compile(r"([A-Za-z_]\w*)(\()?\s*(.*)", re.S)
@@ -92,7 +99,7 @@ def _negate(cond: str) -> str:
 
 def _include_guard(directives: list[Directive]) -> int | None:
     """Index of the ``#endif`` that closes an include guard wrapping the file, if any."""
-    conds = [i for i, d in enumerate(directives) if d.keyword not in ("define", "undef")]
+    conds = [i for i, d in enumerate(directives) if d.keyword not in UNCONDITIONAL]
     if len(directives) < 3 or not conds or conds[0] != 0:
         return None
     first, second = directives[0], directives[1]
@@ -107,12 +114,17 @@ def _include_guard(directives: list[Directive]) -> int | None:
         elif d.keyword == "endif":
             depth -= 1
             if depth == 0:
-                return i if all(x.keyword in ("define", "undef") for x in directives[i + 1 :]) else None
+                return i if all(x.keyword in UNCONDITIONAL for x in directives[i + 1 :]) else None
     return None
 
 
-def structure(directives: list[Directive], last_line: int) -> Structure:
+_INCLUDE = re.compile(r'["<]([^">]+)[">]')
+
+
+def structure(directives: list[Directive], last_line: int, text: str | None = None) -> Structure:
     """Branches and definitions of a file, with their constraint chains.
+
+    With the file's ``text``, branches whose body only defines macros are marked (``defines``).
 
     Raises StructureError on an ``#elif``/``#else``/``#endif`` without ``#if``, an ``#elif``
     after ``#else``, or an ``#if`` left open at the end of the file.
@@ -122,6 +134,7 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
     branches: list[Branch] = []
     definitions: list[Definition] = []
     enclosing: list[tuple[int, int, tuple[Constraint, ...]]] = []
+    includes: list[str] = []
     # Stack of open groups: [inherited constraints, earlier conditions, open branch info, has_else]
     stack: list[list] = []
 
@@ -142,6 +155,11 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
         if i in skip:
             continue
         kw = d.keyword
+        if kw == "include":
+            m = _INCLUDE.match(d.text)
+            if m:
+                includes.append(m.group(1).strip())
+            continue
         if kw in ("define", "undef"):
             m = _DEFINE.match(d.text)
             if m:
@@ -181,7 +199,28 @@ def structure(directives: list[Directive], last_line: int) -> Structure:
     if stack:
         raise StructureError(f"#{stack[-1][3][0]} at line {stack[-1][3][2]} is never closed")
     branches.sort(key=lambda b: b.line)
-    return Structure(tuple(branches), tuple(definitions), tuple(enclosing))
+    if text is not None and definitions:
+        branches = _mark_definitions(branches, directives, text)
+    return Structure(tuple(branches), tuple(definitions), tuple(enclosing), tuple(includes))
+
+
+def _mark_definitions(branches: list[Branch], directives: list[Directive], text: str) -> list[Branch]:
+    """Branches whose body holds a ``#define``/``#undef``, no ``#include`` and no code line, marked
+    ``defines``. Nested groups are part of the body, so a block of nested definitions is one too."""
+    defining = sorted(d.line for d in directives if d.keyword in ("define", "undef"))
+    including = sorted(d.line for d in directives if d.keyword == "include")
+    candidates = [b for b in branches if _within(defining, b.body) and not _within(including, b.body)]
+    if not candidates:
+        return branches
+    code = code_lines(text, directives)
+    marked = {b.line for b in candidates if not _within(code, b.body)}
+    return [replace(b, defines=True) if b.line in marked else b for b in branches]
+
+
+def _within(lines: list[int], span: tuple[int, int]) -> bool:
+    """Some line of the sorted ``lines`` falls in ``span`` (first, last)."""
+    i = bisect.bisect_left(lines, span[0])
+    return i < len(lines) and lines[i] <= span[1]
 
 
 def encode(s: Structure) -> list:
@@ -196,29 +235,32 @@ def encode(s: Structure) -> list:
                 list(b.body),
                 [list(c) for c in b.inherited],
                 [list(c) for c in b.local],
+                b.defines,
             ]
             for b in s.branches
         ],
         [[d.name, d.body, d.function_like, d.line, [list(c) for c in d.constraints]] for d in s.definitions],
         [[a, b, [list(c) for c in cs]] for a, b, cs in s.enclosing],
+        list(s.includes),
     ]
 
 
 def decode(d: Any) -> Structure:
     """Inverse of :func:`encode`; raises on any unexpected shape (a foreign cache entry)."""
-    branches, definitions, enclosing = d
+    branches, definitions, enclosing, includes = d
 
     def constraints(cs: list) -> tuple:
         return tuple((str(c), bool(p)) for c, p in cs)
 
     return Structure(
         tuple(
-            Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc))
-            for k, e, l1, l2, b, i, lc in branches
+            Branch(str(k), str(e), int(l1), int(l2), (int(b[0]), int(b[1])), constraints(i), constraints(lc), bool(df))
+            for k, e, l1, l2, b, i, lc, df in branches
         ),
         tuple(
             Definition(str(n), None if b is None else str(b), bool(f), int(ln), constraints(c))
             for n, b, f, ln, c in definitions
         ),
         tuple((int(a), int(b), constraints(cs)) for a, b, cs in enclosing),
+        tuple(str(i) for i in includes),
     )

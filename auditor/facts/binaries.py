@@ -25,19 +25,22 @@ cubin says ``f``, so the payload can only add a suffix the flags lack, never rem
 
 from __future__ import annotations
 
+import ast
+import bisect
 import importlib
 import io
 import json
 import re
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import Any
 
 from elftools.elf.elffile import ELFFile
 
 from auditor import arch
-from auditor.model import Binary, EmbeddedCode, FileError, Loadability, SourceFile, Target
+from auditor.model import Binary, EmbeddedCode, FileError, Gate, Guards, Language, Loadability, SourceFile, Target
 
 
 def _optional(name: str) -> ModuleType | None:
@@ -325,3 +328,282 @@ def _payload_target(kind: str, code: bytes) -> tuple[int, str] | None:
     if code[8] >= 8:  # ELF ABI 8 (CUDA 13): arch in bits 8-15, accelerator bit 0x8
         return (e_flags >> 8) & 0xFF, "a" if e_flags & 0x8 else ""
     return e_flags & 0xFF, "a" if e_flags & 0x800 else ""
+
+
+# --- evidence: which shipped extension a gate's guarded code reaches --------------------
+
+_TORCH_OPS = re.compile(r"\btorch\.ops\.([A-Za-z_]\w*)")
+_NAME_LIKE = re.compile(r"[A-Za-z_][\w.-]{0,63}")
+
+
+def module_of(path: str) -> str:
+    """The dotted module a shared object or Python file is imported as (``vllm/_C.abi3.so`` ->
+    ``vllm._C``, ``pkg/__init__.py`` -> ``pkg``)."""
+    head, _, base = path.rpartition("/")
+    stem = base.split(".", 1)[0]
+    parts = [p for p in head.split("/") if p]
+    return ".".join(parts if stem == "__init__" else parts + [stem])
+
+
+def evidence(verdicts: Mapping[str, Mapping[str, str]], paths: Iterable[str]) -> dict[str, str]:
+    """Per target label, the best loadability over the binaries ``paths`` (a gate's ``extensions``)."""
+    best: dict[str, Loadability] = {}
+    for path in paths:
+        for label, verdict in verdicts.get(path, {}).items():
+            v = Loadability(verdict)
+            if v.rank >= best.get(label, Loadability.NONE).rank:
+                best[label] = v
+    return {label: str(v) for label, v in sorted(best.items())}
+
+
+def binary_verdicts(records: Sequence[Binary]) -> dict[str, dict[str, Loadability]]:
+    """Per binary with GPU code, its loadability by target label."""
+    return {r.path: dict(r.verdicts) for r in records if r.verdicts}
+
+
+def with_extensions(gates: Sequence[Gate], files: Sequence, records: Sequence[Binary]) -> list[Gate]:
+    """The Python gates, each with the shipped extensions its guarded code reaches.
+
+    Reaching means, in the guarded lines (for a rejection guard, the rest of its block): a
+    ``torch.ops.NS`` namespace that a binary registers (its name is in the binary as a C
+    string), an import of an extension module or a use of a name bound to one, a function of
+    a Python module of the input that does one of these itself, a call of a function of the
+    same file whose body does (one level each way, so that the claim stays about a specific
+    binary), or a string naming where binaries of the same package lie (a loader's path). A
+    JIT-compiled or CuTe-DSL path reaches no shipped binary: no evidence."""
+    gpu = [r for r in records if r.verdicts]
+    python = {f.path: f for f in files if f.language == "python"}
+    wanted = [i for i, g in enumerate(gates) if g.language == Language.PYTHON and g.file in python]
+    if not gpu or not wanted:
+        return list(gates)
+    reach = _Reach(python, gpu)
+    found = {i: reach.gate(gates[i]) for i in wanted}
+    shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
+    registers = _registrants({ns for refs in found.values() for kind, ns in refs if kind == "ns"}, gpu, shipped)
+    out = list(gates)
+    for i, refs in found.items():
+        paths = sorted({p for kind, x in refs for p in (registers.get(x, ()) if kind == "ns" else (x,))})
+        if paths:
+            out[i] = replace(gates[i], extensions=tuple(paths))
+    return out
+
+
+def _registrants(namespaces: set[str], gpu: Sequence[Binary], shipped: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Per ``torch.ops`` namespace, the binaries that register it: those holding its name as a C
+    string (each binary read once); of several, those whose module name starts with the same
+    word (``_C_cache_ops`` and ``_C_stable_libtorch``), when there are such."""
+    holding: dict[str, list[str]] = {ns: [] for ns in namespaces}
+    for r in gpu:
+        f = shipped.get(r.path)
+        if f is None or not namespaces:
+            continue
+        data = f.data
+        for ns in namespaces:
+            if b"\0" + ns.encode() + b"\0" in data:
+                holding[ns].append(r.path)
+    out = {}
+    for ns, paths in holding.items():
+        near = [p for p in paths if _first_word(module_of(p).rpartition(".")[2]) == _first_word(ns)]
+        out[ns] = tuple(near or paths)
+    return out
+
+
+def _first_word(name: str) -> str:
+    return next((w for w in name.split("_") if w), "")
+
+
+Ref = tuple[str, str]
+"""``("ns", namespace)`` for a ``torch.ops`` namespace, ``("bin", path)`` for an extension."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """One Python file as the evidence reads it, indexed by line."""
+
+    module: str
+    lines: tuple[str, ...]
+    uses: tuple[tuple[int, str], ...]
+    """(line, dotted target) of each import statement's modules and each use of a bound name, by line."""
+    calls: tuple[tuple[int, str], ...]
+    """(line, name) of each call of a function defined in the file, by line."""
+    functions: Mapping[str, tuple[int, int]]
+    """Name -> (first, last line) of the file's functions and methods (the first of each name)."""
+    strings: tuple[tuple[int, str], ...]
+    """(line, text) of each short name-like string literal: a path a loader is given (``"sm90"``)."""
+    after: tuple[tuple[int, int, int], ...]
+    """(line of an ``if``, first and last line of the statements after it in its block), innermost
+    first: what a rejection in that ``if`` lets through."""
+
+
+class _Reach:
+    """What Python code reaches of the shipped extensions, memoised per file and module."""
+
+    def __init__(self, python: Mapping[str, Any], gpu: Sequence[Binary]):
+        self.python = python
+        self.by_module = {module_of(r.path): r.path for r in gpu}
+        self.by_part: dict[tuple[str, str], list[str]] = {}
+        """(package, a directory or file stem under it) -> the binaries there: a loader given that
+        name (``sgl_kernel``'s ``ops_subdir = "sm90"``) loads one of them."""
+        for r in gpu:
+            parts = r.path.split("/")
+            for part in {*parts[1:-1], parts[-1].split(".", 1)[0]}:
+                self.by_part.setdefault((parts[0], part), []).append(r.path)
+        self.modules = {module_of(p): p for p in python}
+        self._sources: dict[str, _Source | None] = {}
+        self._direct_memo: dict[tuple[str, int, int], frozenset[Ref]] = {}
+
+    def gate(self, gate: Gate) -> frozenset[Ref]:
+        src = self.source(gate.file)
+        if src is None:
+            return frozenset()
+        first, last = self._region(src, gate)
+        if not first or first <= gate.line <= last:
+            return frozenset()  # none, or the gate is an argument of what it "guards": that runs either way
+        found = set(self._refs(src, first, last))
+        package = gate.file.split("/", 1)[0]
+        for _, text in _between(src.strings, first, last):
+            found.update(("bin", p) for p in self.by_part.get((package, text), ()))
+        for _, name in _between(src.calls, first, last):
+            span = src.functions[name]
+            if not span[0] <= first <= last <= span[1]:  # not the function the gate is in
+                found.update(self._refs(src, *span))
+        return frozenset(found)
+
+    def source(self, path: str) -> _Source | None:
+        if path not in self._sources:
+            self._sources[path] = _read(module_of(path), self.python[path].data) if path in self.python else None
+        return self._sources[path]
+
+    @staticmethod
+    def _region(src: _Source, gate: Gate) -> tuple[int, int]:
+        """The guarded lines; for a rejection guard, the statements after it in its block."""
+        first, last = gate.body_lines
+        if gate.guards != Guards.REJECT:
+            return (first, last) if last >= first > 0 else (0, 0)
+        return next(((a, b) for at, a, b in src.after if at <= gate.line < a), (0, 0))
+
+    def _refs(self, src: _Source, first: int, last: int) -> Iterator[Ref]:
+        """What the lines ``first..last`` of a file reach."""
+        for ns in set(_TORCH_OPS.findall("\n".join(src.lines[first - 1 : last]))):
+            yield ("ns", ns)
+        for _, target in _between(src.uses, first, last):
+            yield from self.target(target)
+
+    def target(self, dotted: str) -> Iterator[Ref]:
+        """What an imported module or object reaches: the extension itself; else, in the Python
+        module that defines it, the function it names (``ops.cutlass_scaled_mm``) or the module's
+        whole text, each read for direct references only."""
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            name = ".".join(parts[:n])
+            if name in self.by_module:
+                yield ("bin", self.by_module[name])
+                return
+            if name in self.modules:
+                src = self.source(self.modules[name])
+                if src is None:
+                    return
+                if n == len(parts):
+                    yield from self._direct(src, 1, len(src.lines))
+                elif parts[n] in src.functions:
+                    yield from self._direct(src, *src.functions[parts[n]])
+                return  # a class or a constant of the module: no specific call
+
+    def _direct(self, src: _Source, first: int, last: int) -> frozenset[Ref]:
+        """``torch.ops`` namespaces and extension modules that lines of a file name themselves."""
+        key = (src.module, first, last)
+        hit = self._direct_memo.get(key)
+        if hit is None:
+            found: set[Ref] = {("ns", ns) for ns in _TORCH_OPS.findall("\n".join(src.lines[first - 1 : last]))}
+            for _, target in _between(src.uses, first, last):
+                parts = target.split(".")
+                found.update(
+                    ("bin", self.by_module[m])
+                    for m in (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+                    if m in self.by_module
+                )
+            hit = self._direct_memo[key] = frozenset(found)
+        return hit
+
+
+def _between(rows: tuple[tuple[int, str], ...], first: int, last: int) -> tuple[tuple[int, str], ...]:
+    lo = bisect.bisect_left(rows, (first, ""))
+    hi = bisect.bisect_right(rows, (last, "\uffff"))
+    return rows[lo:hi]
+
+
+def _read(module: str, data: bytes) -> _Source | None:
+    """A Python file's imports, uses of imported names, functions and calls of them."""
+    text = data.decode("utf-8", "replace")
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    bound: dict[str, str] = {}
+    functions: dict[str, tuple[int, int]] = {}
+    statements: list[tuple[int, str]] = []
+    names: list[ast.Name] = []
+    attributes: list[ast.Attribute] = []
+    calls: list[tuple[int, str]] = []
+    strings: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
+            strings.append((node.lineno, node.value))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported = _imported(module, node)
+            bound.update(imported)
+            statements += [(node.lineno, m) for m in _modules(module, node)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(node.name, (node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.Name):
+            names.append(node)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            attributes.append(node)
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            calls.append((node.lineno, name))
+    qualified = {id(a.value) for a in attributes if a.value.id in bound}  # type: ignore[attr-defined]
+    after: list[tuple[int, int, int]] = []
+    for node in ast.walk(tree):
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block[:-1]):
+                if isinstance(stmt, ast.If):
+                    after.append((stmt.lineno, block[i + 1].lineno, block[-1].end_lineno or block[-1].lineno))
+    after.sort(key=lambda x: -x[0])  # innermost (latest) first
+    uses = statements + [(n.lineno, bound[n.id]) for n in names if n.id in bound and id(n) not in qualified]
+    uses += [(a.lineno, f"{bound[a.value.id]}.{a.attr}") for a in attributes if a.value.id in bound]  # type: ignore[attr-defined]
+    return _Source(
+        module,
+        tuple(text.split("\n")),
+        tuple(sorted(uses)),
+        tuple(sorted(c for c in calls if c[1] in functions)),
+        functions,
+        tuple(sorted(strings)),
+        tuple(after),
+    )
+
+
+def _base(module: str, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from … import`` names."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".")[: -node.level]
+    return ".".join([*package, *([node.module] if node.module else [])])
+
+
+def _modules(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules (or objects) an import statement loads, dotted."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = _base(module, node)
+    return [f"{base}.{a.name}" if base else a.name for a in node.names]
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom) -> dict[str, str]:
+    """Local name -> dotted path of what an import statement binds (``import a.b`` binds ``a``)."""
+    if isinstance(node, ast.Import):
+        return {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0] for a in node.names}
+    return dict(zip((a.asname or a.name for a in node.names), _modules(module, node)))

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from auditor import __version__, arch
 from auditor.cuda import gates as cuda
-from auditor.cuda.macros import Axis, MacroTable
-from auditor.facts.binaries import binary_records, package_verdicts, read_binaries
+from auditor.cuda.includes import Scopes
+from auditor.cuda.macros import MacroTable
+from auditor.facts.binaries import binary_records, binary_verdicts, read_binaries, with_extensions
 from auditor.facts.features import with_features
 from auditor.model import (
     AuditResult,
@@ -99,7 +100,7 @@ def cuda_gates(
         elif scanned is not None:
             scans.append(scanned)
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    return cuda.gates(scans, table, Axis(table, toolkits), input_name, errors), errors
+    return cuda.gates(scans, Scopes(scans, table, toolkits), input_name, errors), errors
 
 
 def apply_rules(
@@ -107,9 +108,9 @@ def apply_rules(
 ) -> list[Finding]:
     """Findings for one input's gates; its files hold the suppression comments.
 
-    ``packages``: per package, the best loadability of its binaries per target label
-    (:func:`~auditor.facts.binaries.package_verdicts`), for the rules that join gates with
-    shipped GPU code.
+    ``packages``: per shipped binary, its loadability per target label
+    (:func:`~auditor.facts.binaries.binary_verdicts`), for the rules that join a gate with the
+    binaries its guarded code reaches.
     """
     sources = [f for f in files if f.language not in ("binary", "binary-listing")]
     return engine.apply(
@@ -189,10 +190,10 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
         listings, bin_errors = read_binaries(readable, input_name)
         binaries = binary_records(listings, input_name, options.targets)
-        packages = package_verdicts(binaries)
+        packages = binary_verdicts(binaries)
 
         def judged(found: tuple[list[Gate], list[FileError]], sources: list) -> tuple[list[Gate], list[Finding]]:
-            gates = with_features(found[0], readable, options.targets)
+            gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_found = store.memo(

@@ -105,7 +105,7 @@ def _decode_read(entry: Any) -> Read:
         return FileRead(), FileError("", str(entry[1]))
     if entry[0] != "scan" or len(entry) != 3:
         raise ValueError("not a file scan")
-    cccl = structure.decode([entry[2], [], []]).branches
+    cccl = structure.decode([entry[2], [], [], []]).branches
     return FileRead(), FileScan("", structure.decode(entry[1]), cccl, "")
 
 

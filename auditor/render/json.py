@@ -53,6 +53,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["surely"] = list(gate.surely)
     if gate.name_implies:
         doc["name_implies"] = list(gate.name_implies)
+    if gate.extensions:
+        doc["extensions"] = list(gate.extensions)
     if gate.toolkits:
         doc["toolkits"] = {target: list(releases) for target, releases in gate.toolkits}
         doc["toolkit_verdicts"] = toolkit_notes(gate, targets, toolkits)

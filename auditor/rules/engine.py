@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor.facts.binaries import evidence
 from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile, Target
 from auditor.rules.rulebook import Rule
 from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
@@ -65,13 +66,14 @@ def match(
 ) -> list[Finding]:
     """Every (rule, gate) pair whose condition holds, as findings.
 
-    ``packages``: per package, the best loadability of its shipped binaries per target label.
+    ``packages``: per shipped binary, its loadability per target label; a gate sees those of the
+    binaries its guarded code reaches (``Gate.extensions``).
     """
     gates = list(gates)
     around = relatives(gates)
     out = []
     for gate in gates:
-        view = GateView(gate, targets, around.get(gate.id, Relatives()), packages.get(gate.package, {}))
+        view = GateView(gate, targets, around.get(gate.id, Relatives()), evidence(packages, gate.extensions))
         fields = _Fields(view)
         for rule in rules:
             if rule.applies(gate) and rule.when(view):

@@ -22,11 +22,13 @@ from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
-from auditor.model import Classification, Domain, Feature, Gate, GateKind, Language, ResolvedBy, Target
+from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
 """Capability labels are compared as numbers (10.0 > 9.0)."""
+HOPPER = Capability.parse("9.0")
+"""Where the binary rules start to look: shipped 12.x code says nothing about a gate for older devices."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,14 +256,28 @@ def has_unknowns(v: GateView) -> bool:
 
 
 def binaries_cannot_load(v: GateView) -> bool:
-    """The gate lets a requested target in, yet no binary its package ships runs there
-    (no SASS for it, no PTX to JIT): the code behind it fails to load on that target."""
-    return any(v.binaries.get(t.label) == "none" for t in v.targets if t not in v.excluded)
+    """The gate lets a requested target in, yet no binary its guarded code reaches runs there
+    (no SASS for it, no PTX to JIT): that code fails to load on the target. Only for a gate
+    that decides something from 9.0 up (:func:`decides_from_hopper`)."""
+    return decides_from_hopper(v) and any(v.binaries.get(t.label) == "none" for t in v.targets if t not in v.excluded)
 
 
 def binaries_behind_excluding_gate(v: GateView) -> bool:
-    """The package ships SASS for a requested target, and the gate turns that target away."""
-    return any(v.binaries.get(t.label) == "native" for t in v.excluded)
+    """A binary the guarded code reaches carries SASS for a requested target, and the gate turns
+    that target away. Only for a gate that decides something from 9.0 up."""
+    return decides_from_hopper(v) and any(v.binaries.get(t.label) == "native" for t in v.excluded)
+
+
+def decides_from_hopper(v: GateView) -> bool:
+    """The gate's answer changes somewhere from 9.0 up (the last older capability included, so
+    that ``>= 9`` counts): a gate that treats every capability from 9.0 on alike (``major >= 8``,
+    ``major < 8``) concerns older devices, and a binary built for 12.x says nothing about it."""
+    caps = v.domain_capabilities
+    newer = [c for c in caps if _cap(c) >= HOPPER]
+    older = [c for c in caps if _cap(c) < HOPPER]
+    let_in = set(v.capabilities)
+    answers = {c in let_in for c in older[-1:] + newer}
+    return len(answers) > 1
 
 
 def _one_of(value: object) -> tuple[str, ...]:
@@ -276,6 +292,12 @@ def classification_is(v: GateView, value: object) -> bool:
 def kind_is(v: GateView, value: object) -> bool:
     """The gate is of one of the given kinds (``predicate-call``, ``major-list``, ...)."""
     return v.gate.kind in _one_of(value)
+
+
+def guards_is(v: GateView, value: object) -> bool:
+    """What the gate's branch does is one of the given roles (``define``: it only defines macros,
+    so its findings belong where they are used)."""
+    return v.gate.guards in _one_of(value)
 
 
 def resolved_by(v: GateView, value: object) -> bool:
@@ -300,6 +322,7 @@ PREDICATES: dict[str, Predicate] = {
     "has_unknowns": has_unknowns,
     "binaries_cannot_load": binaries_cannot_load,
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
+    "decides_from_hopper": decides_from_hopper,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -307,6 +330,7 @@ PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
     "classification": classification_is,
     "resolved_by": resolved_by,
     "kind": kind_is,
+    "guards": guards_is,
 }
 """Predicates written as ``name: value`` (a value or a list of values) in ``when``."""
 
@@ -314,6 +338,7 @@ PARAMETRIC_VALUES: dict[str, tuple[str, ...]] = {
     "classification": tuple(c.value for c in Classification if c is not Classification.NONE),
     "resolved_by": tuple(r.value for r in ResolvedBy),
     "kind": tuple(k.value for k in GateKind),
+    "guards": tuple(g.value for g in Guards if g is not Guards.TAKE),
 }
 """The values each parametric predicate accepts (the rule schema lists them)."""
 
@@ -381,6 +406,19 @@ def _same_major(v: GateView) -> str:
     return ", ".join(c for c in v.capabilities if _cap(c).major in majors) or "none"
 
 
+def _root_cause(v: GateView) -> str:
+    """The macro definitions a C/CUDA gate's own condition goes through: where its verdict is decided."""
+    if v.gate.language != Language.CUDA or not v.gate.resolutions:
+        return ""
+    named = set(_WORD.findall(v.gate.expression))
+    direct = [r for r in v.gate.resolutions if r.name in named]
+    if not direct:
+        return ""
+    shown = "; ".join(f"`{r.name}` at {r.file}:{r.line} ({r.detail})" for r in direct[:3])
+    more = f" and {len(direct) - 3} more" if len(direct) > 3 else ""
+    return f"; decided where its macros are defined: {shown}{more}"
+
+
 FIELDS: dict[str, Callable[[GateView], str]] = {
     "expression": lambda v: v.gate.expression,
     "file": lambda v: v.gate.file,
@@ -397,10 +435,15 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
+    "root_cause": _root_cause,
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
+    "extensions": lambda v: ", ".join(v.gate.extensions) or "none",
     "targets_unloadable": lambda v: _labels(
         t for t in v.targets if t not in v.excluded and v.binaries.get(t.label) == "none"
     ),
     "targets_native_excluded": lambda v: _labels(t for t in v.excluded if v.binaries.get(t.label) == "native"),
 }
 """``{placeholders}`` a rule's message may use, each rendered as one line of text."""
+
+CLAUSES = frozenset({"root_cause"})
+"""Fields that render as a trailing clause of a message: empty when there is nothing to add."""

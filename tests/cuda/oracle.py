@@ -28,7 +28,7 @@ def unit(files: dict[str, str]) -> tuple[str, dict[str, tuple[str, int]]]:
     markers: dict[str, tuple[str, int]] = {}
     for fi, (path, text) in enumerate(sorted(files.items())):
         for d in scan(text):
-            if d.keyword in ("define", "undef"):
+            if d.keyword in ("define", "undef", "include"):
                 continue
             out.append(f"#{d.keyword} {d.text}".rstrip())
             if d.keyword in _OPENERS:

@@ -26,12 +26,13 @@ from auditor.render import text as render_text
 from tests.facts.test_binaries import KERNEL, NVCC, WHEEL, WHEEL_CACHE
 
 GATE = """import torch
+from pkg import _k
 
 
-def use_kernel():
+def use_kernel(x):
     if torch.cuda.get_device_capability()[0] >= 9:
-        return True
-    return False
+        return _k.run(x)
+    return x
 """
 
 
@@ -87,7 +88,7 @@ def test_unreadable_shared_objects_are_errors_and_the_rest_is_scanned(tmp_path):
 
 
 def test_rule_examples_stand_in_for_binaries():
-    """A rule example's ``binaries`` become listings the rules see, per package."""
+    """A rule example's ``binaries`` become listings the rules see, for the code that reaches them."""
     files = [
         SourceFile("pkg/ops.py", GATE.encode(), "python", "example"),
         SourceFile("pkg/_k.so", b'["sm_120a"]', "binary-listing", "example"),
@@ -96,7 +97,9 @@ def test_rule_examples_stand_in_for_binaries():
     found = pipeline.audit_input_binaries(files, "example", options)
     assert not found.errors and len(found.gates) == 1
     assert package_verdicts(found.binaries) == {"pkg": {"12.0": "native", "12.1": "none"}}
+    assert found.gates[0].extensions == ("pkg/_k.so",)
     (hit,) = [f for f in found.findings if f.rule == "ARCH008"]
+    assert "pkg/_k.so: 12.0: native, 12.1: none" in hit.message
     assert "12.1" in hit.message and "12.0" not in hit.message.split("in, but")[0]
 
 
@@ -170,3 +173,16 @@ def test_real_sgl_kernel_wheel(capsys):
             print(f"{b['path']}: {sorted(e['target'] for e in b['entries'])} -> {b['verdicts']}")
         print(render_text.binaries_section(result))
         print(sorted({(f.rule, f.file, f.line) for f in result.findings if f.rule in ("ARCH008", "ARCH009")}))
+
+
+@pytest.mark.slow
+def test_vllm_binary_rules_need_a_reached_extension():
+    """vllm 0.33.0 ships one extension with sm_120 SASS; before evidence was per gate, 298 of its
+    findings were ARCH009 on every excluding gate. Now each binary finding names what it reaches."""
+    from tests.conftest import wheel
+
+    result = pipeline.audit([str(wheel("vllm==0.33.0"))], pipeline.Options(jobs=1))
+    gates = {g.id: g for g in result.gates}
+    found = [f for f in result.findings if f.rule in ("ARCH008", "ARCH009")]
+    assert len(found) < 30
+    assert all(gates[f.gate].extensions and gates[f.gate].extensions[0] in f.message for f in found)

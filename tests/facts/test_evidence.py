@@ -1,0 +1,116 @@
+"""Binary evidence: which shipped extension a Python gate's guarded code reaches."""
+
+from __future__ import annotations
+
+import textwrap
+
+from auditor import arch, pipeline
+from auditor.facts.binaries import module_of, with_extensions
+from auditor.model import Binary, EmbeddedCode, Loadability, SourceFile
+
+OPS = """
+import torch
+
+
+def fused(x):
+    return torch.ops._C.fused(x)
+
+
+def flash(x):
+    return torch.ops._flash_C.fwd(x)
+"""
+
+LAYER = """
+import torch
+import cutlass.cute as cute
+from pkg import _custom_ops as ops
+from pkg import _moe
+
+
+class Layer:
+    def forward(self, x):
+        major, minor = torch.cuda.get_device_capability()
+        if major in (9, 10):
+            return ops.fused(x)
+        return x
+
+    def jit(self, x, kernel):
+        major, minor = torch.cuda.get_device_capability()
+        if major in (9, 10):
+            return cute.compile(kernel, x)(x)
+        return x
+
+    def checked(self, x):
+        major, minor = torch.cuda.get_device_capability()
+        if major not in (9, 10):
+            raise RuntimeError("needs Hopper or Blackwell")
+        return _moe.topk(x)
+
+    def helper(self, x):
+        if torch.cuda.get_device_capability() >= (9, 0):
+            return self._run(x)
+        return x
+
+    def _run(self, x):
+        return torch.ops._flash_C.fwd(x)
+"""
+
+
+def binary(path: str, *targets: str) -> Binary:
+    entries = tuple(EmbeddedCode("sass", t, False) for t in targets)
+    return Binary(path, "pkg", "t", entries, (("12.0", Loadability.NATIVE), ("12.1", Loadability.NATIVE)))
+
+
+def test_each_gate_reaches_its_own_extension():
+    files = [
+        SourceFile("pkg/_custom_ops.py", textwrap.dedent(OPS).encode(), "python", "t"),
+        SourceFile("pkg/layer.py", textwrap.dedent(LAYER).encode(), "python", "t"),
+        # the namespaces are C strings in the binaries that register them
+        SourceFile("pkg/_C_stable.abi3.so", b"\x7fELF...\0_C\0...", "binary", "t"),
+        SourceFile("pkg/_flash_C.abi3.so", b"\x7fELF...\0_flash_C\0\0_C\0", "binary", "t"),
+        SourceFile("pkg/_moe.abi3.so", b"\x7fELF...", "binary", "t"),
+    ]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    gates = pipeline.audit_input_binaries(files[:2], "t", options).gates
+    records = [binary(f.path, "sm_90a", "sm_120") for f in files[2:]]
+    found = {g.context.rpartition(".")[2]: g.extensions for g in with_extensions(gates, files, records)}
+    assert found["forward"] == ("pkg/_C_stable.abi3.so",)  # ops.fused -> torch.ops._C (not _flash_C's copy of "_C")
+    assert found["jit"] == ()  # CuTe-DSL: compiled at run time, no shipped binary
+    assert found["checked"] == ("pkg/_moe.abi3.so",)  # a rejection guards the rest of its function
+    assert found["helper"] == ("pkg/_flash_C.abi3.so",)  # through a method of the same file
+
+
+def test_module_names():
+    assert module_of("vllm/_C_stable_libtorch.abi3.so") == "vllm._C_stable_libtorch"
+    assert module_of("pkg/sub/__init__.py") == "pkg.sub"
+    assert module_of("pkg/ops.py") == "pkg.ops"
+
+
+LOADER = """
+import glob
+import importlib.util
+import torch
+
+
+def load_ops():
+    major, minor = torch.cuda.get_device_capability()
+    if major == 9:
+        ops_subdir = "sm90"
+    else:
+        ops_subdir = "sm100"
+    path = glob.glob(f"{ops_subdir}/common_ops.*")[0]
+    return importlib.util.spec_from_file_location("common_ops", path)
+"""
+
+
+def test_a_loader_given_a_binary_s_directory_reaches_it():
+    files = [
+        SourceFile("pkg/load_utils.py", textwrap.dedent(LOADER).encode(), "python", "t"),
+        SourceFile("pkg/sm90/common_ops.abi3.so", b"\x7fELF", "binary", "t"),
+        SourceFile("pkg/sm100/common_ops.abi3.so", b"\x7fELF", "binary", "t"),
+    ]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    gates = pipeline.audit_input_binaries(files[:1], "t", options).gates
+    records = [binary(f.path, "sm_90a", "sm_120") for f in files[1:]]
+    (gate,) = [g for g in with_extensions(gates, files, records) if g.expression == "major == 9"]
+    assert gate.extensions == ("pkg/sm90/common_ops.abi3.so",)
