@@ -16,6 +16,7 @@ from auditor import arch, fingerprint
 from auditor.cuda import cexpr
 from auditor.cuda.cccl import cccl_condition
 from auditor.cuda.directives import scan
+from auditor.cuda.host import HostScan
 from auditor.cuda.macros import Axis, MacroTable, names_an_arch, parse_condition
 from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
 from auditor.model import Domain, FileError, Gate, GateKind, Language, Resolution, ResolvedBy, SourceFile
@@ -32,6 +33,8 @@ class FileScan:
     structure: Structure
     cccl: tuple[Branch, ...]
     package: str
+    host: HostScan = HostScan()
+    """Its host C++ capability checks (:mod:`.host`)."""
 
 
 def decode(f: SourceFile) -> str | FileError:

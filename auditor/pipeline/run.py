@@ -20,6 +20,7 @@ from pathlib import Path
 
 from auditor import __version__, arch
 from auditor.cuda import gates as cuda
+from auditor.cuda import host
 from auditor.cuda.macros import Axis, MacroTable
 from auditor.facts.binaries import binary_records, package_verdicts, read_binaries
 from auditor.facts.features import with_features
@@ -93,7 +94,8 @@ def cuda_gates(files: Sequence, reads: Sequence[Read], input_name: str) -> tuple
         elif scanned is not None:
             scans.append(scanned)
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    return cuda.gates(scans, table, Axis(table), input_name, errors), errors
+    axis = Axis(table)
+    return cuda.gates(scans, table, axis, input_name, errors) + host.gates(scans, axis, input_name, errors), errors
 
 
 def apply_rules(

@@ -22,7 +22,7 @@ from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
-from auditor.model import Classification, Domain, Feature, Gate, GateKind, Language, ResolvedBy, Target
+from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
@@ -248,6 +248,11 @@ def fallback_below(v: GateView) -> bool:
     return bool(caps) and tuple(caps) == tuple(v.domain_capabilities[: len(caps)])
 
 
+def rejects(v: GateView) -> bool:
+    """The gate guards a rejection (a failing check, a branch that throws): what matters is what it lets through."""
+    return v.gate.guards == Guards.REJECT
+
+
 def has_unknowns(v: GateView) -> bool:
     """The verdict depends on identifiers that are neither arch macros nor resolved."""
     return bool(v.gate.unknowns)
@@ -298,6 +303,7 @@ PREDICATES: dict[str, Predicate] = {
     "names_the_target": names_the_target,
     "fallback_below": fallback_below,
     "has_unknowns": has_unknowns,
+    "rejects": rejects,
     "binaries_cannot_load": binaries_cannot_load,
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
 }
