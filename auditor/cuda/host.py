@@ -111,7 +111,9 @@ class _Table:
 def table() -> _Table:
     """``data/host-checks.json``, compiled."""
     raw = datafiles.read_json("host-checks.json")
-    words = "|".join(sorted(map(re.escape, raw["tokens"]), key=len, reverse=True))
+    tokens = {*raw["calls"], *(o["call"] for o in raw["out_params"]), *raw["attributes"], *raw["types"]}
+    tokens |= {*raw["names"], *raw["members"]}
+    words = "|".join(sorted(map(re.escape, tokens), key=len, reverse=True))
     return _Table(
         calls=raw["calls"],
         out_params=tuple(raw["out_params"]),
@@ -192,10 +194,14 @@ def scan_bytes(data: bytes) -> HostScan:
 
 
 def _functions(root: Node, data: bytes) -> Iterator[Node]:
-    """Every function definition, outermost ones only (a lambda is walked with its function)."""
+    """Every function definition, outermost ones only (a lambda is walked with its function),
+    and the ``static_assert``s outside them (on a class template's SM parameter)."""
     stack = [root]
     while stack:
         n = stack.pop()
+        if n.type == "static_assert_declaration":
+            yield n
+            continue
         if n.type == "function_definition":
             if n.end_byte - n.start_byte <= MAX_FUNCTION_BYTES:
                 yield n
@@ -204,6 +210,8 @@ def _functions(root: Node, data: bytes) -> Iterator[Node]:
 
 
 def _function_name(f: Node, data: bytes) -> str:
+    if f.type != "function_definition":
+        return ""
     d = f.child_by_field_name("declarator")
     while d is not None and d.type != "function_declarator":
         d = d.child_by_field_name("declarator")
@@ -279,6 +287,9 @@ class _File:
         self.env: dict[str, Value] = {}
         self.function = _function_name(f, self.data)
         self.returns: list[Value] = []
+        if f.type == "static_assert_declaration":
+            self.walk(f, ())
+            return
         self._parameters(f)
         body = f.child_by_field_name("body")
         if body is not None:
