@@ -440,8 +440,8 @@ class _File:
             x = n.child_by_field_name("argument")
             if op is None or x is None or op.type not in ("!", "-", "~", "+"):
                 return _unknown(text)
-            inner = self._scalar(x)
-            return inner if op.type == "+" else ("un", op.type, inner)
+            operand = self._scalar(x)
+            return operand if op.type == "+" else ("un", op.type, operand)
         if t == "conditional_expression":
             c, a, b = (n.child_by_field_name(k) for k in ("condition", "consequence", "alternative"))
             if c is None or a is None or b is None:
@@ -517,7 +517,7 @@ class _File:
                 continue
             target = argv[spec["arg"]]
             if target.type == "pointer_expression" and target.child_by_field_name("argument") is not None:
-                target = target.child_by_field_name("argument")  # type: ignore[assignment]
+                target = target.child_by_field_name("argument")
             gives = spec.get("gives")
             if "attribute" in spec and len(argv) > spec["attribute"]:
                 gives = self.tab.attributes.get(_bare(_text(argv[spec["attribute"]], self.data)))
@@ -805,7 +805,9 @@ def _env(major: int, minor: int, helpers: dict[str, Helper], used: dict[str, str
     return cexpr.Env(lambda _name: None, lambda name: values.get(name), call)
 
 
-def _eval(node: Any, major: int, minor: int, helpers: dict[str, Helper], used: dict[str, str], depth: int = 0) -> cexpr.Value:
+def _eval(
+    node: Any, major: int, minor: int, helpers: dict[str, Helper], used: dict[str, str], depth: int = 0
+) -> cexpr.Value:
     try:
         return cexpr.evaluate(node, _env(major, minor, helpers, used, depth))
     except cexpr.ConditionError:
@@ -858,9 +860,7 @@ def _and(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else True
 
 
-def gates(
-    scans: Iterable[Any], axis: Any, input_name: str, errors: list[FileError]
-) -> list[Gate]:
+def gates(scans: Iterable[Any], axis: Any, input_name: str, errors: list[FileError]) -> list[Gate]:
     """Every host check of the input's files (``FileScan``s carrying a :class:`HostScan`),
     evaluated over the device capabilities, with the preprocessor branches around it."""
     scans = [s for s in scans if s.host.checks or s.host.helpers]
@@ -878,7 +878,9 @@ def gates(
         ordinals: dict[tuple[str, str], int] = {}
         for c in s.host.checks:
             used: dict[str, str] = {}
-            pre = _preprocessor(axis, _innermost(s.structure, c.line), caps, targets, s.path, c.line, errors, input_name)
+            pre = _preprocessor(
+                axis, _innermost(s.structure, c.line), caps, targets, s.path, c.line, errors, input_name
+            )
             if pre is None:
                 continue
             constraints = c.outer + c.local
@@ -899,7 +901,11 @@ def gates(
                 unknown = []
             kinds = set(used.values())
             resolved = (
-                ResolvedBy.DEFINITION if "definition" in kinds else ResolvedBy.NAME if "name" in kinds else ResolvedBy.LITERAL
+                ResolvedBy.DEFINITION
+                if "definition" in kinds
+                else ResolvedBy.NAME
+                if "name" in kinds
+                else ResolvedBy.LITERAL
             )
             key = (c.form, c.expression)
             ordinal = ordinals.get(key, 0)
@@ -982,7 +988,10 @@ def _tuples(x: Any) -> Any:
 def encode(h: HostScan) -> list:
     """A file's host scan as JSON-able lists (tuples become lists)."""
     return [
-        [[c.line, c.end_line, c.form, c.expression, c.outer, c.local, c.body, c.guards.value, c.function, c.message] for c in h.checks],
+        [
+            [c.line, c.end_line, c.form, c.expression, c.outer, c.local, c.body, c.guards.value, c.function, c.message]
+            for c in h.checks
+        ],
         [[x.name, x.line, x.value] for x in h.helpers],
     ]
 
@@ -992,9 +1001,7 @@ def decode(raw: Any) -> HostScan:
     checks, helpers = raw
     return HostScan(
         tuple(
-            Check(
-                line, end, form, expr, _tuples(outer), _tuples(local), tuple(body), Guards(guards), fn, msg
-            )
+            Check(line, end, form, expr, _tuples(outer), _tuples(local), tuple(body), Guards(guards), fn, msg)
             for line, end, form, expr, outer, local, body, guards, fn, msg in checks
         ),
         tuple(Helper(name, line, _tuples(value)) for name, line, value in helpers),

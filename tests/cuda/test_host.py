@@ -121,7 +121,9 @@ def test_flashinfer_053_sites():
     assert _sites(result, wanted) == wanted
     rules = {(f.file, f.line, f.rule) for f in result.findings}
     assert any(f.endswith("cutlass_heuristic.cpp") and line == 653 and r == "ARCH001" for f, line, r in rules)
-    assert any(f.endswith("trtllm_fused_moe_kernel_launcher.cu") and line == 386 and r == "ARCH002" for f, line, r in rules)
+    assert any(
+        f.endswith("trtllm_fused_moe_kernel_launcher.cu") and line == 386 and r == "ARCH002" for f, line, r in rules
+    )
 
 
 @pytest.mark.slow
