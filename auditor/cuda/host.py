@@ -15,10 +15,12 @@ preprocessor branches around the check.
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import tree_sitter_cpp
@@ -46,6 +48,9 @@ CONFLICT = ("id", "<conflict>")
 
 MAX_FUNCTION_BYTES = 200_000
 """Functions longer than this are not followed (generated tables)."""
+PASSES = 2
+"""Walks of a file's functions before its checks are recorded: parameters filled through a
+chain of calls this long are followed."""
 MAX_DEPTH = 8
 """Helper definitions resolved through at most this many calls of one another."""
 
@@ -141,6 +146,8 @@ def _source(kind: str) -> Value:
     """The value a source of ``kind`` gives."""
     if kind == "sm":
         return ("bin", "+", ("bin", "*", MAJOR, ("num", 10, False)), MINOR)
+    if kind == "arch":
+        return ("bin", "+", ("bin", "*", MAJOR, ("num", 100, False)), ("bin", "*", MINOR, ("num", 10, False)))
     if kind == "major":
         return MAJOR
     if kind == "minor":
@@ -166,7 +173,26 @@ def scan_bytes(data: bytes) -> HostScan:
         return HostScan()
     # Directives blanked (same bytes, same lines): both arms of an #if parse as one body,
     # and the preprocessor's say over each check comes from the file's structure instead.
-    data = _DIRECTIVE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group()), data)
+    data = _DIRECTIVE.sub(lambda m: m.group().translate(_BLANK), data)
+    code = _code(data)
+    if not tab.tokens.search(code):
+        return HostScan()  # only comments and strings name a source
+    # Only the functions that name a source, and those they call, are parsed: each on its
+    # own, at its place (everything else blanked), so that a region tree-sitter cannot read
+    # costs only itself. A helper found there (a function of the file that returns a
+    # capability value) is a source too: the functions that call it are read in a second round.
+    found = _scan(data, _regions(code, tab.tokens))
+    extra = {h.name for h in found.helpers} - tab.names - set(tab.calls)
+    if extra:
+        more = re.compile(tab.tokens.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in sorted(extra)))
+        found = _scan(data, _regions(code, more))
+    return found
+
+
+def _scan(data: bytes, regions: list[tuple[int, int]]) -> HostScan:
+    """Checks and helpers of the functions in ``regions``."""
+    tab = table()
+    data = _only(data, regions)
     root = _parser().parse(data).root_node
     functions = list(_functions(root, data))
     named = [(_function_name(f, data), f) for f in functions]
@@ -176,21 +202,106 @@ def scan_bytes(data: bytes) -> HostScan:
     # Helpers and parameters first (a function returning a capability value is a source for
     # the others; a parameter every call fills with the same capability value holds it),
     # each pass reading the bindings of the one before; then the checks.
-    todo = [f for f in functions if tab.token_bytes.search(data, f.start_byte, f.end_byte)]
-    for _ in range(3):
+    todo = list(functions)
+    for _ in range(PASSES):
         file.incoming, file.bindings, file.calls = file.bindings, {}, {}
         for f in todo:
             file.walk_function(f, record=False)
+        if not (file.bindings or file.helpers):
+            break  # another pass would see the same
         bound = {n for n, b in file.bindings.items() if any(v is not CONFLICT for v in b.values())}
         todo += [g for n, g in file.functions.items() if n in bound and g not in todo]
     file.incoming = file.bindings
-    for name in file.incoming:  # calls in functions not walked (no token) pass something else
-        calls = len(re.findall(rb"\b" + re.escape(name.encode()) + rb"\s*\(", data)) - file.definitions.get(name, 0)
-        if file.calls.get(name, 0) < calls:
-            file.incoming[name] = {i: CONFLICT for i in file.incoming[name]}
+    if file.incoming:  # calls in functions not walked (no token) pass something else
+        names = sorted(file.incoming, key=len, reverse=True)
+        calls = Counter(m.group(1).decode() for m in re.finditer(_call_of(names), data))
+        for name in names:
+            if file.calls.get(name, 0) < calls[name] - file.definitions.get(name, 0):
+                file.incoming[name] = {i: CONFLICT for i in file.incoming[name]}
     for f in todo:
         file.walk_function(f, record=True)
     return HostScan(tuple(sorted(file.checks, key=lambda c: c.line)), tuple(file.helpers.values()))
+
+
+_BLANK = bytes(10 if b == 10 else 32 for b in range(256))
+"""A translation table: every byte but a newline becomes a space."""
+_BLANK_TEXT = {c: 32 for c in range(256) if c != 10}
+_NOT_CODE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
+_BODY_BEFORE = re.compile(r"(?:\)|\b(?:const|noexcept|override|final|mutable))\s*$")
+_ACCESS = re.compile(r"\s*(?:public|private|protected)\s*:(?!:)")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
+def _code(data: bytes) -> str:
+    """The file as text (Latin-1: one character a byte) with comments and literals blanked."""
+    text = data.decode("latin-1")
+    return _NOT_CODE.sub(lambda m: m.group().translate(_BLANK_TEXT), text)
+
+
+def _bodies(code: str) -> list[tuple[int, int]]:
+    """(start, end) of every outermost function body: a brace block after ``)`` (or after
+    ``const``, ``noexcept``, ...) that no other such block holds."""
+    spans: list[tuple[int, int]] = []
+    stack: list[tuple[int, bool]] = []
+    inside = 0  # how many open blocks are function bodies
+    for m in re.finditer(r"[{}]", code):
+        if m.group() == "{":
+            body = not inside and bool(_BODY_BEFORE.search(code, max(0, m.start() - 64), m.start()))
+            stack.append((m.start(), body))
+            inside += body
+        elif stack:
+            start, body = stack.pop()
+            if body:
+                inside -= 1
+                spans.append((start, m.end()))
+    return sorted(spans)
+
+
+def _head(code: str, start: int) -> int:
+    """Where the declaration that a body at ``start`` belongs to begins (after an access label)."""
+    head = max(code.rfind(c, 0, start) for c in ";{}") + 1
+    label = _ACCESS.match(code, head)
+    return label.end() if label else head
+
+
+def _regions(code: str, tokens: re.Pattern[str]) -> list[tuple[int, int]]:
+    """The spans to parse: each function whose body names a source, with its declaration;
+    the functions those call (their parameters may receive a capability); and, for a name
+    outside any function (a ``static_assert`` in a class template), its statement."""
+    bodies = _bodies(code)
+    starts = [b[0] for b in bodies]
+    chosen: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for m in tokens.finditer(code):
+        i = bisect.bisect_right(starts, m.start()) - 1
+        if i >= 0 and bodies[i][0] <= m.start() < bodies[i][1]:
+            chosen.add(i)  # in a body
+        elif i + 1 < len(bodies) and _head(code, bodies[i + 1][0]) <= m.start():
+            chosen.add(i + 1)  # in a declaration (a parameter)
+        else:
+            end = code.find(";", m.start())
+            out.append((_head(code, m.start()), len(code) if end < 0 else end + 1))
+    called = {n for i in chosen for n in _CALLED.findall(code, bodies[i][0], bodies[i][1])}
+    for i, (start, _) in enumerate(bodies):
+        if i not in chosen:
+            name = _CALLED.search(code, _head(code, start), start)
+            if name and name.group(1) in called:
+                chosen.add(i)
+    out += [(_head(code, bodies[i][0]), bodies[i][1]) for i in chosen]
+    return sorted(out)
+
+
+def _only(data: bytes, regions: list[tuple[int, int]]) -> bytes:
+    """``data`` with everything outside ``regions`` blanked (newlines kept)."""
+    out = bytearray(data.translate(_BLANK))
+    for a, b in regions:
+        out[a:b] = data[a:b]
+    return bytes(out)
+
+
+def _call_of(names: list[str]) -> re.Pattern[bytes]:
+    """Calls of any of ``names`` (the name is group 1)."""
+    return re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\s*\(")
 
 
 def _functions(root: Node, data: bytes) -> Iterator[Node]:
@@ -202,9 +313,11 @@ def _functions(root: Node, data: bytes) -> Iterator[Node]:
         if n.type == "static_assert_declaration":
             yield n
             continue
-        if n.type == "function_definition":
+        if n.type == "function_definition" or (
+            n.type == "compound_statement" and n.parent is not None and n.parent.type in ("ERROR", "translation_unit")
+        ):
             if n.end_byte - n.start_byte <= MAX_FUNCTION_BYTES:
-                yield n
+                yield n  # a body whose declaration did not parse is walked without it
             continue
         stack.extend(reversed(n.children))
 
@@ -255,6 +368,15 @@ def _mentions(v: Value) -> bool:
     return False
 
 
+@lru_cache(maxsize=4096)
+def _number(text: str) -> tuple:
+    """A C++ integer literal as a condition node (a floating one is unknown)."""
+    try:
+        return cexpr.parse(text.rstrip("uUlLzZ") if "." not in text else "x")
+    except cexpr.ConditionError:
+        return _unknown(text)
+
+
 def _unknown(text: str) -> tuple:
     return ("id", _one_line(text)[:80] or "<unknown>")
 
@@ -287,7 +409,7 @@ class _File:
         self.env: dict[str, Value] = {}
         self.function = _function_name(f, self.data)
         self.returns: list[Value] = []
-        if f.type == "static_assert_declaration":
+        if f.type in ("static_assert_declaration", "compound_statement"):
             self.walk(f, ())
             return
         self._parameters(f)
@@ -341,7 +463,7 @@ class _File:
             msg = n.child_by_field_name("message")
             if cond is not None:
                 shown = _text(cond, self.data)
-                self._check(n, "static_assert", shown, shown, self.value(cond), msg, outer)
+                self._check(n, "static_assert", shown, shown, self.top(cond), msg, outer)
         elif t == "declaration" or t == "field_declaration":
             self._declaration(n, outer)
         elif t == "assignment_expression":
@@ -351,12 +473,12 @@ class _File:
             left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
             op = n.child_by_field_name("operator")
             if left is not None and right is not None and (op is None or op.type == "="):
-                self._assign(left, self.value(right))
+                self._assign(left, self.top(right))
         elif t == "return_statement":
             for c in n.named_children:
                 self.walk(c, outer)
             if n.named_children:
-                self.returns.append(self.value(n.named_children[0]))
+                self.returns.append(self.top(n.named_children[0]))
         elif t == "call_expression":
             self._call(n, outer)
         elif t == "lambda_expression":
@@ -384,7 +506,7 @@ class _File:
                 if target is None or value is None:
                     continue
                 if target.type == "structured_binding_declarator":
-                    v = self.value(value)
+                    v = self.top(value)
                     names = [_text(c, self.data) for c in target.named_children]
                     fields = list(v) if isinstance(v, dict) else []
                     for name, f in zip(names, fields):
@@ -392,9 +514,9 @@ class _File:
                     continue
                 if value.type in ("argument_list", "initializer_list"):
                     args = value.named_children
-                    v = self.value(args[0]) if len(args) == 1 else None
+                    v = self.top(args[0]) if len(args) == 1 else None
                 else:
-                    v = self.value(value)
+                    v = self.top(value)
                 self._set(self._declared_name(d) or _text(target, self.data), v)
             else:
                 name = _text(d, self.data) if d.type == "identifier" else self._declared_name(d)
@@ -419,10 +541,7 @@ class _File:
             inner = [c for c in n.named_children if c.type != "comment"]
             return self.value(inner[-1]) if inner else None
         if t == "number_literal":
-            try:
-                return cexpr.parse(text.rstrip("uUlLzZ") if "." not in text else "x")
-            except cexpr.ConditionError:
-                return _unknown(text)
+            return _number(text)
         if t in ("true", "false"):
             return ("num", int(t == "true"), False)
         if t in ("string_literal", "concatenated_string", "raw_string_literal"):
@@ -457,6 +576,21 @@ class _File:
         if t == "call_expression":
             return self._call_value(n)
         return _unknown(text)
+
+    def top(self, n: Node) -> Value:
+        """:meth:`value` of a whole expression, or None at once when it names nothing that could
+        hold a capability (most expressions of a long function)."""
+        return self.value(n) if self._relevant(n) else None
+
+    def top_scalar(self, n: Node) -> tuple:
+        """:meth:`_scalar` of a whole expression, as cheaply as :meth:`top`."""
+        return self._scalar(n) if self._relevant(n) else _unknown(_text(n, self.data))
+
+    def _relevant(self, n: Node) -> bool:
+        if self.tab.token_bytes.search(self.data, n.start_byte, n.end_byte):
+            return True
+        piece = self.data[n.start_byte : n.end_byte]
+        return any(k.encode() in piece for k in self.env) or any(k.encode() in piece for k in self.helpers)
 
     def _scalar(self, n: Node) -> tuple:
         v = self.value(n)
@@ -528,18 +662,19 @@ class _File:
             if form == "compare" and len(argv) >= 2:
                 suffix = name.rsplit("_", 1)[-1]
                 op = self.tab.compare_ops[suffix]
-                cond: Value = ("bin", op, self._scalar(argv[0]), self._scalar(argv[1]))
+                relevant = self._relevant(argv[0]) or self._relevant(argv[1])
+                cond: Value = ("bin", op, self._scalar(argv[0]), self._scalar(argv[1])) if relevant else None
                 shown = f"{_text(argv[0], self.data)} {op} {_text(argv[1], self.data)}"
                 written = f"{_text(argv[0], self.data)}, {_text(argv[1], self.data)}"
                 self._check(n, name, written, shown, cond, argv[2:], outer)
             elif form == "condition":
                 shown = _text(argv[0], self.data)
-                self._check(n, name, shown, shown, self.value(argv[0]), argv[1:], outer)
+                self._check(n, name, shown, shown, self.top(argv[0]), argv[1:], outer)
         if name in self.functions and not self.record:
             bound = self.bindings.setdefault(name, {})
             self.calls[name] = self.calls.get(name, 0) + 1
             for i, a in enumerate(argv):
-                v = self.value(a)
+                v = self.top(a)
                 if v is None or not _mentions(v) or bound.get(i, v) != v:
                     v = CONFLICT
                 bound[i] = v
@@ -604,7 +739,7 @@ class _File:
             if cond is None:
                 return
             self.walk(cond, outer)
-            v = self._scalar(cond)
+            v = self.top_scalar(cond)
             shown = _one_line(_text(cond, self.data))
             shown = shown[1:-1].strip() if shown.startswith("(") and shown.endswith(")") else shown
             here = _mentions(v)
@@ -699,7 +834,7 @@ class _File:
         if cond is None or body is None:
             return
         self.walk(cond, outer)
-        subject = self._scalar(cond)
+        subject = self.top_scalar(cond)
         shown = _one_line(_text(cond, self.data)).strip("() ")
         if not _mentions(subject):
             self.walk(body, outer)
@@ -756,7 +891,7 @@ class _File:
                 self.walk(x, outer)
             return
         self.walk(c, outer)
-        v = self._scalar(c)
+        v = self.top_scalar(c)
         shown = _one_line(_text(c, self.data))
         local = ((v, shown, True),)
         if _mentions(v) and self.record:
