@@ -191,7 +191,6 @@ def scan_bytes(data: bytes) -> HostScan:
 
 def _scan(data: bytes, regions: list[tuple[int, int]]) -> HostScan:
     """Checks and helpers of the functions in ``regions``."""
-    tab = table()
     data = _only(data, regions)
     root = _parser().parse(data).root_node
     functions = list(_functions(root, data))
