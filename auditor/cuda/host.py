@@ -376,6 +376,12 @@ def _number(text: str) -> tuple:
         return _unknown(text)
 
 
+def _condition_text(cond: Node, data: bytes) -> str:
+    """An ``if`` condition as written, without its parentheses."""
+    shown = _one_line(_text(cond, data))
+    return shown[1:-1].strip() if shown.startswith("(") and shown.endswith(")") else shown
+
+
 def _unknown(text: str) -> tuple:
     return ("id", _one_line(text)[:80] or "<unknown>")
 
@@ -482,9 +488,38 @@ class _File:
             self._call(n, outer)
         elif t == "lambda_expression":
             return  # its own scope, its own parameters: not followed
+        elif t == "compound_statement":
+            known: tuple = ()
+            for c in n.children:
+                self.walk(c, outer + known)
+                known += self._after(c)
         else:
             for c in n.children:
                 self.walk(c, outer)
+
+    def _after(self, s: Node) -> tuple:
+        """What the statements after ``s`` in its block may assume: an ``if`` without ``else``
+        whose branch leaves (returns, throws) was not taken. (A check that passed is not
+        assumed: each check is judged on its own.)"""
+        if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
+            cond, body = s.child_by_field_name("condition"), s.child_by_field_name("consequence")
+            if cond is None or body is None or not self._leaves(body):
+                return ()
+            v = self.top_scalar(cond)
+            return ((v, _condition_text(cond, self.data), False),) if _mentions(v) else ()
+        return ()
+
+    def _leaves(self, body: Node) -> bool:
+        """Whether a branch ends by leaving the block (return, throw, break, continue, an exit)."""
+        last = body
+        while last.type == "compound_statement":
+            inner = [c for c in last.named_children if c.type != "comment"]
+            if not inner:
+                return False
+            last = inner[-1]
+        return last.type in ("return_statement", "throw_statement", "break_statement", "continue_statement") or (
+            self._gives_up(last)
+        )
 
     def _assign(self, left: Node, v: Value) -> None:
         key = _one_line(_text(left, self.data))
@@ -739,8 +774,7 @@ class _File:
                 return
             self.walk(cond, outer)
             v = self.top_scalar(cond)
-            shown = _one_line(_text(cond, self.data))
-            shown = shown[1:-1].strip() if shown.startswith("(") and shown.endswith(")") else shown
+            shown = _condition_text(cond, self.data)
             here = _mentions(v)
             mentions = mentions or here
             local = tuple((c, s, False) for c, s, _ in earlier) + ((v, shown, True),)

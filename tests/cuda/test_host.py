@@ -53,6 +53,8 @@ def test_messages_and_context(result):
     assert verdicts(moe, arch.parse_targets("12.0,12.1")) == {"12.0": "excludes", "12.1": "excludes"}
     assert by_line[12].chain == ("sm >= 100 && sm < 120",)
     assert by_line[14].chain == ("!(sm >= 100 && sm < 120)", "sm == 120 || sm == 121")
+    # after an `if` that returns, the rest of the block is its `else`
+    assert by_line[80].chain == ("!(sm == 120 || sm == 121)", "sm >= 100 && sm < 120")
 
 
 def test_helper_resolutions(result):
@@ -69,6 +71,7 @@ def test_findings_through_the_rules(result):
     assert rules[("checks.cu", 54)] == "ARCH002"  # ICHECK_EQ(major, 10)
     assert rules[("checks.cu", 47)] == "ARCH003"  # assert(sm != 121)
     assert ("checks.cu", 14) not in rules  # the 12.x branch admits both
+    assert ("checks.cu", 80) not in rules  # the `if ... return` before it takes 12.x
 
 
 def test_a_file_that_does_not_parse_whole_keeps_its_checks():
