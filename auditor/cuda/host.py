@@ -103,6 +103,7 @@ class _Table:
     fields: dict[str, dict[str, str]]
     names: frozenset[str]
     members: frozenset[str]
+    constants: tuple[tuple[re.Pattern, str], ...]
     checks: tuple[tuple[re.Pattern, str], ...]
     compare_ops: dict[str, str]
     reject: re.Pattern
@@ -127,6 +128,7 @@ def table() -> _Table:
         fields=raw["fields"],
         names=frozenset(raw["names"]),
         members=frozenset(raw["members"]),
+        constants=tuple((re.compile(c["pattern"]), c["value"]) for c in raw["constants"]),
         checks=tuple((re.compile(c["pattern"]), c["form"]) for c in raw["checks"]),
         compare_ops=raw["compare_ops"],
         reject=re.compile("|".join(raw["reject_calls"])),
@@ -648,6 +650,9 @@ class _File:
         bare = _bare(key)
         if bare in self.tab.names and bare == key.split("::")[-1]:
             return ("call", NAMED + bare, "")
+        for pattern, value in self.tab.constants:
+            if m := pattern.match(bare):
+                return ("num", int(value.format(m.group(), *m.groups())), False)
         return _unknown(text)
 
     def _callee(self, n: Node) -> str:
