@@ -271,13 +271,14 @@ def _regions(code: str, tokens: re.Pattern[str]) -> list[tuple[int, int]]:
     outside any function (a ``static_assert`` in a class template), its statement."""
     bodies = _bodies(code)
     starts = [b[0] for b in bodies]
+    heads = [_head(code, b[0]) for b in bodies]
     chosen: set[int] = set()
     out: list[tuple[int, int]] = []
     for m in tokens.finditer(code):
         i = bisect.bisect_right(starts, m.start()) - 1
         if i >= 0 and bodies[i][0] <= m.start() < bodies[i][1]:
             chosen.add(i)  # in a body
-        elif i + 1 < len(bodies) and _head(code, bodies[i + 1][0]) <= m.start():
+        elif i + 1 < len(bodies) and heads[i + 1] <= m.start():
             chosen.add(i + 1)  # in a declaration (a parameter)
         else:
             end = code.find(";", m.start())
@@ -285,10 +286,10 @@ def _regions(code: str, tokens: re.Pattern[str]) -> list[tuple[int, int]]:
     called = {n for i in chosen for n in _CALLED.findall(code, bodies[i][0], bodies[i][1])}
     for i, (start, _) in enumerate(bodies):
         if i not in chosen:
-            name = _CALLED.search(code, _head(code, start), start)
+            name = _CALLED.search(code, heads[i], start)
             if name and name.group(1) in called:
                 chosen.add(i)
-    out += [(_head(code, bodies[i][0]), bodies[i][1]) for i in chosen]
+    out += [(heads[i], bodies[i][1]) for i in chosen]
     return sorted(out)
 
 
@@ -423,9 +424,18 @@ class _File:
         body = f.child_by_field_name("body")
         if body is not None:
             self.walk(body, ())
-        if self.function and self.returns and all(_mentions(r) for r in self.returns):
-            r = self.returns[0]
-            self.helpers.setdefault(self.function, Helper(self.function, f.start_point[0] + 1, r))
+        # A helper returns one capability value (besides constant early exits: ``return false``
+        # when an API call fails); a function whose returns differ (a switch of returns)
+        # depends on its control flow, which is not followed: it is not a source.
+        values = [r for r in self.returns if _mentions(r)]
+        others = [r for r in self.returns if not _mentions(r)]
+        if (
+            self.function
+            and values
+            and len(set(map(repr, values))) == 1
+            and all(isinstance(r, tuple) and r[0] == "num" for r in others)
+        ):
+            self.helpers.setdefault(self.function, Helper(self.function, f.start_point[0] + 1, values[0]))
 
     def _parameters(self, f: Node) -> None:
         bound = {i: v for i, v in self.incoming.get(self.function, {}).items() if v is not CONFLICT}
@@ -493,6 +503,8 @@ class _File:
         elif t == "compound_statement":
             known: tuple = ()
             for c in n.children:
+                if c.is_named and not self._relevant(c):
+                    continue  # names nothing that holds a capability: no check inside, no value changes
                 self.walk(c, outer + known)
                 known += self._after(c)
         else:
