@@ -16,6 +16,7 @@ from auditor import arch, fingerprint
 from auditor.cuda import cexpr
 from auditor.cuda.cccl import cccl_condition
 from auditor.cuda.directives import scan
+from auditor.cuda.host import HostScan
 from auditor.cuda.includes import Scopes
 from auditor.cuda.macros import MacroTable, names_an_arch, parse_condition
 from auditor.cuda.structure import MAX_CHAIN, Branch, NestingError, Structure, StructureError
@@ -33,6 +34,8 @@ class FileScan:
     structure: Structure
     cccl: tuple[Branch, ...]
     package: str
+    host: HostScan = HostScan()
+    """Its host C++ capability checks (:mod:`.host`)."""
 
 
 def decode(f: SourceFile) -> str | FileError:

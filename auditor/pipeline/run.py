@@ -20,6 +20,7 @@ from pathlib import Path
 
 from auditor import __version__, arch
 from auditor.cuda import gates as cuda
+from auditor.cuda import host
 from auditor.cuda.includes import Scopes
 from auditor.cuda.macros import MacroTable
 from auditor.facts.binaries import binary_records, binary_verdicts, read_binaries, with_extensions
@@ -100,7 +101,8 @@ def cuda_gates(
         elif scanned is not None:
             scans.append(scanned)
     table = MacroTable.build((s.path, s.structure) for s in scans)
-    return cuda.gates(scans, Scopes(scans, table, toolkits), input_name, errors), errors
+    scopes = Scopes(scans, table, toolkits)
+    return cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors), errors
 
 
 def apply_rules(

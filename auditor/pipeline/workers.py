@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from auditor.cuda import gates as cuda_gates
-from auditor.cuda import structure
+from auditor.cuda import host, structure
 from auditor.cuda.gates import FileScan
 from auditor.cuda.structure import Structure
 from auditor.model import FileError, Gate
@@ -74,8 +74,19 @@ def _work(tasks: Sequence[tuple]) -> list[Read]:
             out.append((FileRead(error=str(exc)), None))
             continue
         result = cuda_gates.scan_bytes(path, data, input_name) if scan and language == "cuda" else None
+        if scan and language == "cuda" and not isinstance(result, FileError) and host.wanted(data):
+            result = _with_host(result, path, host.scan_bytes(data))
         out.append((FileRead(None, content_digest(data) if digest else "", MARKER in data), result))
     return out
+
+
+def _with_host(scanned: FileScan | None, path: str, found: host.HostScan) -> FileScan | None:
+    """A file's scan with its host checks (a file with no directive gets a scan of its own)."""
+    if not (found.checks or found.helpers):
+        return scanned
+    if scanned is None:
+        return FileScan(path, Structure((), ()), (), path.split("/", 1)[0], found)
+    return replace(scanned, host=found)
 
 
 def located(scanned: Scanned, f: Any) -> Scanned:
@@ -95,7 +106,12 @@ def _encode_read(read: Read) -> list | None:
         return ["none"]
     if isinstance(scanned, FileError):
         return ["error", scanned.reason]
-    return ["scan", structure.encode(scanned.structure), structure.encode(Structure(scanned.cccl, (), ()))[0]]
+    return [
+        "scan",
+        structure.encode(scanned.structure),
+        structure.encode(Structure(scanned.cccl, (), ()))[0],
+        host.encode(scanned.host),
+    ]
 
 
 def _decode_read(entry: Any) -> Read:
@@ -103,10 +119,10 @@ def _decode_read(entry: Any) -> Read:
         return FileRead(), None
     if entry[0] == "error" and len(entry) == 2:
         return FileRead(), FileError("", str(entry[1]))
-    if entry[0] != "scan" or len(entry) != 3:
+    if entry[0] != "scan" or len(entry) != 4:
         raise ValueError("not a file scan")
     cccl = structure.decode([entry[2], [], [], []]).branches
-    return FileRead(), FileScan("", structure.decode(entry[1]), cccl, "")
+    return FileRead(), FileScan("", structure.decode(entry[1]), cccl, "", host.decode(entry[3]))
 
 
 SCANNED: Codec[Read] = Codec(_encode_read, _decode_read)

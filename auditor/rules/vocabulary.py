@@ -250,6 +250,11 @@ def fallback_below(v: GateView) -> bool:
     return bool(caps) and tuple(caps) == tuple(v.domain_capabilities[: len(caps)])
 
 
+def rejects(v: GateView) -> bool:
+    """The gate guards a rejection (a failing check, a branch that throws): what matters is what it lets through."""
+    return v.gate.guards == Guards.REJECT
+
+
 def has_unknowns(v: GateView) -> bool:
     """The verdict depends on identifiers that are neither arch macros nor resolved."""
     return bool(v.gate.unknowns)
@@ -320,6 +325,7 @@ PREDICATES: dict[str, Predicate] = {
     "names_the_target": names_the_target,
     "fallback_below": fallback_below,
     "has_unknowns": has_unknowns,
+    "rejects": rejects,
     "binaries_cannot_load": binaries_cannot_load,
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
     "decides_from_hopper": decides_from_hopper,
