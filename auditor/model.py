@@ -247,6 +247,12 @@ class Finding:
     confidence: str = "high"
     classification: Classification = Classification.NONE
     input: str = ""
+    also: tuple[tuple[str, int], ...] = ()
+    """Other sites of the same root cause (file, line), folded into this finding."""
+    root: str = ""
+    """The definition the finding's sites share (``name (file:line)``), when that is the cause."""
+    vendored: str = ""
+    """The vendored tree the file belongs to (``cutlass``, ``third_party``); "" for the package's own code."""
 
 
 class Loadability(Word):

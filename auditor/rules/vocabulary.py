@@ -22,7 +22,8 @@ from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
-from auditor.model import Classification, Domain, Feature, Gate, GateKind, Language, ResolvedBy, Target
+from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
+from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
@@ -87,6 +88,18 @@ class GateView:
     binaries: Mapping[str, str] = field(default_factory=dict)
     """The gate's package's shipped GPU code: best loadability per target label
     (``native``, ``jit``, ``none``); empty when the package ships no binary with GPU code."""
+    decision: Decision | None = None
+    """The decision the gate is a branch of (None: a decision of its own)."""
+
+    @cached_property
+    def branches(self) -> Decision:
+        """The gate's decision, itself alone when none was given."""
+        return self.decision or Decision((self.gate,))
+
+    @cached_property
+    def routes(self) -> dict[str, Gate | None]:
+        """Per excluded target label, the branch of the decision it takes (None: none)."""
+        return {t.label: self.branches.route(t) for t in self.excluded}
 
     @cached_property
     def excluded(self) -> tuple[Target, ...]:
@@ -232,6 +245,22 @@ def earlier_branch_takes_target(v: GateView) -> bool:
     return bool(v.excluded) and all(any(not turns_away(e, t) for e in v.relatives.earlier) for t in v.excluded)
 
 
+def target_has_own_branch(v: GateView) -> bool:
+    """Every excluded target takes another branch of the decision written for its generation
+    (``elif major == 12 and minor == 1``, ``elif is_sm120_supported()``, the ``sm121a`` row
+    beside the ``sm120a`` one): the decision gives it its own path and excludes nothing."""
+    gate = v.gate
+    return bool(v.excluded) and all(
+        (r := v.routes[t.label]) is not None and r.id != gate.id and own_branch(r, t) for t in v.excluded
+    )
+
+
+def guards_is(v: GateView, value: object) -> bool:
+    """The branch's role read from its body is one of the given ones (``reject``, ``log``,
+    ``define``): a log-only or definition-only branch is no code path of its own."""
+    return v.gate.guards in _one_of(value)
+
+
 def names_the_target(v: GateView) -> bool:
     """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
     the ``else`` of ``is_blackwell()``): the condition is written about the target, not a list
@@ -295,6 +324,7 @@ PREDICATES: dict[str, Predicate] = {
     "admits_beyond_name": admits_beyond_name,
     "defines_its_name": defines_its_name,
     "earlier_branch_takes_target": earlier_branch_takes_target,
+    "target_has_own_branch": target_has_own_branch,
     "names_the_target": names_the_target,
     "fallback_below": fallback_below,
     "has_unknowns": has_unknowns,
@@ -307,6 +337,7 @@ PARAMETRIC: dict[str, Callable[[GateView, object], bool]] = {
     "classification": classification_is,
     "resolved_by": resolved_by,
     "kind": kind_is,
+    "guards": guards_is,
 }
 """Predicates written as ``name: value`` (a value or a list of values) in ``when``."""
 
@@ -314,6 +345,7 @@ PARAMETRIC_VALUES: dict[str, tuple[str, ...]] = {
     "classification": tuple(c.value for c in Classification if c is not Classification.NONE),
     "resolved_by": tuple(r.value for r in ResolvedBy),
     "kind": tuple(k.value for k in GateKind),
+    "guards": tuple(g.value for g in Guards if g is not Guards.TAKE),
 }
 """The values each parametric predicate accepts (the rule schema lists them)."""
 
@@ -381,6 +413,50 @@ def _same_major(v: GateView) -> str:
     return ", ".join(c for c in v.capabilities if _cap(c).major in majors) or "none"
 
 
+def _few(caps: tuple[str, ...]) -> str:
+    return ", ".join(caps) if len(caps) <= 4 else f"{caps[0]}…{caps[-1]}"
+
+
+def _route(v: GateView) -> str:
+    """Which branch each excluded target takes, against what this branch admits: the decision
+    in words (``on 12.1 the decision takes the fallback `else` at line 224, while 12.0 takes
+    this branch``)."""
+    gate, decision = v.gate, v.branches
+    value = gate.kind in TABLE_KINDS
+    groups: dict[str, tuple[Gate | None, list[str]]] = {}
+    for label, r in v.routes.items():
+        groups.setdefault(r.id if r is not None else "", (r, []))[1].append(label)
+    parts = []
+    for r, labels in groups.values():
+        who = ", ".join(labels)
+        if r is None or r.id == gate.id:
+            if gate.guards == Guards.REJECT:
+                parts.append(f"on {who} this check rejects")
+            elif value:
+                parts.append(f"{who} {_verb(labels, 'is', 'are')} left out")
+            else:
+                parts.append(f"on {who} the decision takes no branch and skips this code")
+        elif r.guards == Guards.REJECT:
+            parts.append(f"on {who} the decision takes the rejection at line {r.line}")
+        elif decision.is_else(r):
+            parts.append(f"on {who} the decision takes the fallback `else` at line {r.line}")
+        else:
+            parts.append(f"on {who} the decision takes `{r.expression}` at line {r.line}")
+    caps = v.capabilities
+    if gate.guards == Guards.REJECT:
+        side = _verb(caps, "passes", "pass")
+    elif value:
+        side = _verb(caps, "is", "are") + " in"
+    else:
+        side = _verb(caps, "takes", "take") + " this branch"
+    tail = f", while {_few(caps)} {side}" if caps else ""
+    return "; ".join(parts) + tail if parts else "no requested target is turned away"
+
+
+def _verb(items: object, one: str, many: str) -> str:
+    return one if len(items) == 1 else many  # type: ignore[arg-type]
+
+
 FIELDS: dict[str, Callable[[GateView], str]] = {
     "expression": lambda v: v.gate.expression,
     "file": lambda v: v.gate.file,
@@ -390,6 +466,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "capabilities": lambda v: ", ".join(v.capabilities) or "none",
     "targets": lambda v: _labels(v.targets),
     "targets_excluded": lambda v: _labels(v.excluded),
+    "route": _route,
     "features": _features,
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",
