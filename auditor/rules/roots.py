@@ -27,12 +27,14 @@ def _folders() -> re.Pattern:
 
 
 def vendored(path: str) -> tuple[str, str]:
-    """(tree, path from the tree's folder on) for a vendored file; ("", "") for the package's own."""
+    """(tree, path inside it) for a vendored file; ("", "") for the package's own. The tree is
+    the outermost vendored folder (``third_party``); the path starts at the innermost one
+    (``cutlass/arch/config.h``), which is what two copies of a library share."""
+    folders = [i for i, part in enumerate(path.split("/")[:-1]) if _folders().fullmatch(part)]
+    if not folders:
+        return "", ""
     parts = path.split("/")
-    for i, part in enumerate(parts[:-1]):
-        if _folders().fullmatch(part):
-            return part, "/".join(parts[i:])
-    return "", ""
+    return parts[folders[0]], "/".join(parts[folders[-1] :])
 
 
 def root_of(gate: Gate) -> str:

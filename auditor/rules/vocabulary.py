@@ -435,7 +435,7 @@ def _route(v: GateView) -> str:
             elif value:
                 parts.append(f"{who} {_verb(labels, 'is', 'are')} left out")
             else:
-                parts.append(f"on {who} the decision takes no branch and skips this code")
+                parts.append(f"on {who} the decision takes none of its architecture branches")
         elif r.guards == Guards.REJECT:
             parts.append(f"on {who} the decision takes the rejection at line {r.line}")
         elif decision.is_else(r):
