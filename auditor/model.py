@@ -253,6 +253,9 @@ class Finding:
     """The definition the finding's sites share (``name (file:line)``), when that is the cause."""
     vendored: str = ""
     """The vendored tree the file belongs to (``cutlass``, ``third_party``); "" for the package's own code."""
+    decision: str = ""
+    """For a rule that judges routes (``routes_away``), the decision the gate is a branch of (its
+    first branch's gate id): the headline counts decisions, not lines."""
 
 
 class Loadability(Word):

@@ -93,6 +93,7 @@ def match(
                         confidence=confidence(gate),
                         classification=view.classification,
                         input=gate.input,
+                        decision=view.branches.id if rule.routes_away else "",
                     )
                 )
     return out
