@@ -14,10 +14,12 @@ from dataclasses import replace
 from functools import cache
 
 from auditor import datafiles
-from auditor.model import Finding, Gate, ResolvedBy
+from auditor.model import Finding, Gate, Resolution, ResolvedBy
 
 SHOWN = 4
 """Other sites a message names; the rest are counted."""
+_CALL_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
+"""A call's arguments: ``fusion(x.shape[0])`` and ``fusion(n)`` are one use of one definition."""
 
 
 @cache
@@ -37,49 +39,65 @@ def vendored(path: str) -> tuple[str, str]:
     return parts[folders[0]], "/".join(parts[folders[-1] :])
 
 
-def root_of(gate: Gate) -> str:
-    """The definition a condition names and resolves through (``is_sm100_supported`` in
-    ``utils.py:40``), as ``name (file:line)``; "" when the condition is its own root."""
+def named_definitions(gate: Gate) -> tuple[Resolution, ...]:
+    """The definitions a condition names and resolves through (``is_sm100_supported``, a
+    derived macro), in order; none for a literal condition."""
     if gate.resolved_by != ResolvedBy.DEFINITION:
-        return ""
-    named = sorted(
-        {(r.name, r.file, r.line) for r in gate.resolutions if re.search(rf"\b{re.escape(r.name)}\b", gate.expression)}
-    )
-    return "; ".join(f"`{n}` ({f}:{ln})" for n, f, ln in named)
+        return ()
+    found = {r for r in gate.resolutions if re.search(rf"\b{re.escape(r.name)}\b", gate.expression)}
+    return tuple(sorted(found, key=lambda r: (r.name, r.file, r.line)))
+
+
+def root_of(gate: Gate) -> str:
+    """The root cause a condition names, as ``name (file:line)``; "" when it is its own root."""
+    return "; ".join(f"`{r.name}` ({r.file}:{r.line})" for r in named_definitions(gate))
 
 
 def _defined(gate: Gate) -> tuple[tuple[str, str, int], ...]:
-    if not root_of(gate):
-        return ()
-    return tuple(
-        sorted(
-            {
-                (r.name, vendored(r.file)[1] or r.file, r.line)
-                for r in gate.resolutions
-                if re.search(rf"\b{re.escape(r.name)}\b", gate.expression)
-            }
-        )
-    )
+    """The named definitions, a vendored one by its path inside the tree (copies agree)."""
+    return tuple(sorted({(r.name, vendored(r.file)[1] or r.file, r.line) for r in named_definitions(gate)}))
 
 
 def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding]:
     """Findings with one per (rule, root cause): copies of a vendored file and uses of one
-    definition folded into the first, which lists the others."""
+    definition folded into the first, which lists the others. When the definition itself
+    carries a finding of the same rule (the allow-list inside ``apply_fusion()``), its call
+    sites are folded into that one."""
     groups: dict[tuple, list[Finding]] = {}
     for f in findings:
         groups.setdefault(_key(f, gates.get(f.gate)), []).append(f)
+    inside = _inside_definitions(groups, gates)
+    for key in [k for k in groups if k[0] == "root"]:
+        first = groups[key][0]
+        gate = gates[first.gate]
+        homes = [inside.get((r.name, r.file, first.rule)) for r in named_definitions(gate)]
+        home = next((h for h in homes if h is not None and h != key and h in groups), None)
+        if home is not None:
+            groups[home] += groups.pop(key)
     out = []
     for key, group in groups.items():
         group.sort(key=lambda f: (f.file, f.line))
         first = group[0]
-        gate = gates.get(first.gate)
-        tree = vendored(first.file)[0]
-        root = root_of(gate) if gate is not None else ""
         if len(group) == 1 or key[0] == "one":
             out.extend(replace(f, vendored=vendored(f.file)[0]) for f in group)
             continue
+        roots = [root_of(g) for f in group if (g := gates.get(f.gate)) is not None]
+        root = next((r for r in roots if r), "")
         also = tuple((f.file, f.line) for f in group[1:])
+        tree = vendored(first.file)[0]
         out.append(replace(first, also=also, root=root, vendored=tree, message=first.message + _note(root, also)))
+    return out
+
+
+def _inside_definitions(groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate]) -> dict[tuple, tuple]:
+    """(name, file, rule) of a function that holds a finding -> that finding's group key: where
+    the call sites of a definition with a finding of its own go."""
+    out: dict[tuple, tuple] = {}
+    for key, group in groups.items():
+        for f in group:
+            gate = gates.get(f.gate)
+            if gate is not None and gate.context:
+                out.setdefault((gate.context.rpartition(".")[2], gate.file, f.rule), key)
     return out
 
 
@@ -92,7 +110,7 @@ def _key(f: Finding, gate: Gate | None) -> tuple:
     tree, inside = vendored(f.file)
     root = _defined(gate)
     if root:
-        return ("root", f.input, f.rule, gate.expression, root)
+        return ("root", f.input, f.rule, _CALL_ARGS.sub("()", gate.expression), gate.admits, root)
     if tree:
         return ("copy", f.input, f.rule, inside, gate.line, gate.expression)
     return ("one", id(f))

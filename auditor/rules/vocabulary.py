@@ -255,6 +255,19 @@ def target_has_own_branch(v: GateView) -> bool:
     )
 
 
+def negates_a_test_for_target(v: GateView) -> bool:
+    """The branch's condition is the negation of a test that holds on every excluded target
+    (``not self.is_xqa_impl`` where ``is_xqa_impl = is_sm90_supported() or
+    is_sm120_supported()``): the target takes the other path on purpose; this is the path for
+    the rest, not an allow-list that forgot it. Not for a rejection, whose ``not`` is the check."""
+    gate = v.gate
+    return gate.guards == Guards.TAKE and bool(v.excluded) and _BARE_NEGATION.fullmatch(gate.expression) is not None
+
+
+_BARE_NEGATION = re.compile(r"(?:not\s+|!\s*)(?:[\w.]+(?:\(\))?|\((?:[^()]|\([^()]*\))*\))")
+"""A condition that is one negated operand: ``not self.is_xqa_impl``, ``!(a || b)``, ``not f()``."""
+
+
 def guards_is(v: GateView, value: object) -> bool:
     """The branch's role read from its body is one of the given ones (``reject``, ``log``,
     ``define``): a log-only or definition-only branch is no code path of its own."""
@@ -326,6 +339,7 @@ PREDICATES: dict[str, Predicate] = {
     "earlier_branch_takes_target": earlier_branch_takes_target,
     "target_has_own_branch": target_has_own_branch,
     "names_the_target": names_the_target,
+    "negates_a_test_for_target": negates_a_test_for_target,
     "fallback_below": fallback_below,
     "has_unknowns": has_unknowns,
     "binaries_cannot_load": binaries_cannot_load,

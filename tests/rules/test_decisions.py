@@ -129,3 +129,14 @@ def test_vendored_folders_come_from_data():
         "cute/arch/config.hpp",
     )
     assert roots.vendored("flashinfer/jit/comm.py") == ("", "")
+
+
+def test_a_bare_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
+    from tests.rules.test_engine import caps, gate, holds
+
+    rest = caps(7, 8, 10, 11)  # `not self.is_xqa`, where is_xqa = is_sm90() or is_sm120()
+    assert holds("negates_a_test_for_target", gate(rest, expression="not self.is_xqa_impl"))
+    assert holds("negates_a_test_for_target", gate(rest, expression="!(USE_XQA)"))
+    assert not holds("negates_a_test_for_target", gate(rest, expression="is_sm90() or is_sm100()"))
+    assert not holds("negates_a_test_for_target", gate(rest, expression="not a and b"))
+    assert not holds("negates_a_test_for_target", gate(rest, expression="not ok", guards="reject"))
