@@ -131,7 +131,11 @@ def rule_section(r: rulebook.Rule) -> str:
         f"## {r.id} `{r.name}`",
         f"Severity **{r.severity}** · applies to {scope} · [`{Path(r.source).name}`](../rules/{Path(r.source).name})",
         f"**Message:** {r.message}",
-        *([f"**Yields to:** {', '.join(r.yields_to)} (not reported on a gate where one of them fires)"] if r.yields_to else []),
+        *(
+            [f"**Yields to:** {', '.join(r.yields_to)} (not reported on a gate where one of them fires)"]
+            if r.yields_to
+            else []
+        ),
         *(["**Counted in the headline** (a finding means its decision routes a target away)"] if r.routes_away else []),
         "**When:**\n\n```yaml\n" + r.condition + "\n```",
         "### Why is this bad?\n\n" + r.rationale,

@@ -18,8 +18,8 @@ from tree_sitter import Node
 from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
-from auditor.python.core import NEWEST
 from auditor.python import roles
+from auditor.python.core import NEWEST
 from auditor.python.interp import Interp
 from auditor.python.scan import OLDER, Older, Rec, Scanner
 from auditor.python.symbols import Module

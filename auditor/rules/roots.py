@@ -74,7 +74,7 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding
         home = next((h for h in homes if h is not None and h != key and h in groups), None)
         if home is not None:
             groups[home] += groups.pop(key)
-    out = []
+    out: list[Finding] = []
     for key, group in groups.items():
         group.sort(key=lambda f: (f.file, f.line))
         first = group[0]
