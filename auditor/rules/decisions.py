@@ -1,8 +1,8 @@
 """Decisions and routes: the branches a gate is one of, and which branch each target takes.
 
 A gate is one branch of a decision: an ``if``/``elif``/``else`` chain, an ``#if``/``#elif``/
-``#else`` group, or a table of side-by-side per-architecture constants (``sm120a_flags``,
-``sm121a_flags``). What a target loses is decided by the whole decision, not by one line's
+``#else`` group, an early-return sequence of adjacent tests with disjoint admitted sets, or a
+table of side-by-side per-architecture constants (``sm120a_flags``, ``sm121a_flags``). What a target loses is decided by the whole decision, not by one line's
 condition: ``elif major == 12 and minor == 0: … elif major == 12 and minor == 1: …`` gives
 each 12.x its own branch and excludes nothing. The chains the extractors write
 (``Gate.chain``: enclosing conditions, negated earlier siblings, its own) are enough to
@@ -106,10 +106,42 @@ def decisions(gates: Iterable[Gate]) -> dict[str, Decision]:
         head = heads.get(p.id, p) if p is not None else g
         heads[g.id] = head
         groups.setdefault(head.id, []).append(g)
+    chains = [groups[g.id] for g in gates if g.id in groups]
+    for run in _sequences(chains):
+        merged = [b for chain in run for b in chain]
+        for chain in run:
+            groups[chain[0].id] = merged
     out = {g.id: Decision(tuple(groups[heads[g.id].id])) for g in gates}
     for table in _tables(gates):
         d = Decision(tuple(table), table=True)
         out.update((g.id, d) for g in table)
+    return out
+
+
+def _sequences(chains: list[list[Gate]]) -> list[list[list[Gate]]]:
+    """Runs of adjacent one-branch tests in one function under the same enclosing conditions
+    whose admitted sets are disjoint: an early-return sequence or a set of per-architecture
+    blocks (``if cap == (12, 0): return 128`` then ``if cap == (12, 1): return 96``), one
+    decision whatever the statements are called."""
+    out: list[list[list[Gate]]] = []
+    run: list[list[Gate]] = []
+    for chain in chains:
+        g = chain[0]
+        last = run[-1][0] if run else None
+        if (
+            last is not None
+            and len(chain) == 1
+            and (g.input, g.file, g.context, g.chain[:-1]) == (last.input, last.file, last.context, last.chain[:-1])
+            and 0 < g.line - max(last.body_lines[1], last.line) <= NEAR
+            and all(not set(g.admits) & set(other[0].admits) for other in run)
+        ):
+            run.append(chain)
+            continue
+        if len(run) > 1:
+            out.append(run)
+        run = [chain] if len(chain) == 1 and g.kind not in TABLE_KINDS else []
+    if len(run) > 1:
+        out.append(run)
     return out
 
 

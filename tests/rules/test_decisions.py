@@ -140,3 +140,18 @@ def test_a_bare_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
     assert not holds("negates_a_test_for_target", gate(rest, expression="is_sm90() or is_sm100()"))
     assert not holds("negates_a_test_for_target", gate(rest, expression="not a and b"))
     assert not holds("negates_a_test_for_target", gate(rest, expression="not ok", guards="reject"))
+
+
+def test_an_early_return_sequence_is_one_decision():
+    text = (
+        "import torch\n\n\ndef tile():\n    major, minor = torch.cuda.get_device_capability()\n"
+        "    if major == 12 and minor == 0:\n        return 128\n"
+        "    if major == 12 and minor == 1:\n        return 96\n    return 64\n"
+    )
+    gates, findings = run("t.py", text)
+    decided = decisions(gates)
+    assert len({decided[g.id].id for g in gates}) == 1 and findings == []
+    overlapping = text.replace("major == 12 and minor == 1", "major >= 9")  # both may hold on 12.0: two decisions
+    gates, findings = run("t.py", overlapping)
+    assert len({decisions(gates)[g.id].id for g in gates}) == 2
+    assert [f.rule for f in findings] == ["ARCH003"]
