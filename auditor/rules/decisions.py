@@ -56,7 +56,10 @@ class Decision:
     def is_else(self, branch: Gate) -> bool:
         """The branch is the chain's ``else``: its chain only negates the branches before it."""
         i = self.branches.index(branch)
-        return i > 0 and not self.table and len(branch.chain) == len(self.branches[i - 1].chain)
+        if i == 0 or self.table or not branch.chain or not self.branches[i - 1].chain:
+            return False
+        m = _NEGATED.match(branch.chain[-1])
+        return m is not None and m.group(1) == self.branches[i - 1].chain[-1]
 
 
 def takes(branch: Gate, target: Target) -> bool:

@@ -155,3 +155,13 @@ def test_an_early_return_sequence_is_one_decision():
     gates, findings = run("t.py", overlapping)
     assert len({decisions(gates)[g.id].id for g in gates}) == 2
     assert [f.rule for f in findings] == ["ARCH003"]
+
+
+def test_a_later_statement_of_a_sequence_is_not_an_else():
+    text = (
+        "import torch\n\n\ndef tile():\n    major, minor = torch.cuda.get_device_capability()\n"
+        "    if major == 9:\n        return 128\n    if major == 12:\n        return 96\n    return 64\n"
+    )
+    gates, _ = run("t.py", text)
+    (decision,) = {decisions(gates)[g.id] for g in gates}
+    assert [b.line for b in decision.branches] == [6, 8] and not decision.is_else(decision.branches[1])
