@@ -1,7 +1,7 @@
 """One finding per root cause: a definition used at many sites, a vendored file copied many times.
 
 A predicate, flag or derived macro that a condition names carries the decision for every
-gate that uses it; a header that three vendored copies of CUTLASS share is one file. Their
+gate that uses it (a flag tested at several places of one function is one decision); a header that three vendored copies of CUTLASS share is one file. Their
 findings are folded into one, at the first site, listing the others (``also``) and naming the
 root (``root``). Vendored copies are known by their folder (``data/vendored.json``).
 """
@@ -18,6 +18,9 @@ from auditor.model import Finding, Gate, Resolution, ResolvedBy
 
 SHOWN = 4
 """Other sites a message names; the rest are counted."""
+_FLAG = re.compile(r"(?:not\s+)?[A-Za-z_][\w.]*")
+"""A condition that is one flag (``use_psum_layout``, ``not self.use_fused``): its uses in one
+function are one decision made once, where the flag is set."""
 _CALL_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
 """A call's arguments: ``fusion(x.shape[0])`` and ``fusion(n)`` are one use of one definition."""
 
@@ -83,6 +86,8 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding
             continue
         roots = [root_of(g) for f in group if (g := gates.get(f.gate)) is not None]
         root = next((r for r in roots if r), "")
+        if not root and key[0] == "flag":
+            root = f"the flag `{key[5].removeprefix('not ').strip()}` in `{key[4]}`"
         also = tuple((f.file, f.line) for f in group[1:])
         tree = vendored(first.file)[0]
         out.append(replace(first, also=also, root=root, vendored=tree, message=first.message + _note(root, also)))
@@ -111,6 +116,8 @@ def _key(f: Finding, gate: Gate | None) -> tuple:
     root = _defined(gate)
     if root:
         return ("root", f.input, f.rule, _CALL_ARGS.sub("()", gate.expression), gate.admits, root)
+    if gate.context and _FLAG.fullmatch(gate.expression):
+        return ("flag", f.input, f.rule, f.file, gate.context, gate.expression, gate.admits)
     if tree:
         return ("copy", f.input, f.rule, inside, gate.line, gate.expression)
     return ("one", id(f))

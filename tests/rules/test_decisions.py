@@ -165,3 +165,14 @@ def test_a_later_statement_of_a_sequence_is_not_an_else():
     gates, _ = run("t.py", text)
     (decision,) = {decisions(gates)[g.id] for g in gates}
     assert [b.line for b in decision.branches] == [6, 8] and not decision.is_else(decision.branches[1])
+
+
+def test_one_flag_at_several_uses_in_a_function_is_one_finding():
+    uses = [
+        gate(f"f{i}", "pkg/moe.py", 10 + i, "use_psum_layout", language="python", context="Experts.apply")
+        for i in range(4)
+    ]
+    (one,) = roots.fold([finding(g, "ARCH002") for g in uses], {g.id: g for g in uses})
+    assert one.line == 10 and len(one.also) == 3 and one.root == "the flag `use_psum_layout` in `Experts.apply`"
+    elsewhere = [*uses[:1], gate("g", "pkg/moe.py", 90, "use_psum_layout", language="python", context="other")]
+    assert len(roots.fold([finding(g, "ARCH002") for g in elsewhere], {g.id: g for g in elsewhere})) == 2
