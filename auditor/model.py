@@ -250,6 +250,15 @@ class Finding:
     confidence: str = "high"
     classification: Classification = Classification.NONE
     input: str = ""
+    also: tuple[tuple[str, int], ...] = ()
+    """Other sites of the same root cause (file, line), folded into this finding."""
+    root: str = ""
+    """The definition the finding's sites share (``name (file:line)``), when that is the cause."""
+    vendored: str = ""
+    """The vendored tree the file belongs to (``cutlass``, ``third_party``); "" for the package's own code."""
+    decision: str = ""
+    """For a rule that judges routes (``routes_away``), the decision the gate is a branch of (its
+    first branch's gate id): the headline counts decisions, not lines."""
 
 
 class Loadability(Word):

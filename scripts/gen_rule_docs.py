@@ -65,6 +65,30 @@ through, not the branch that returns. A table of answers (`if major == 12: retur
 `return True`), a branch that does work before returning, and an `if` with an `else` are
 read as written.
 
+## Decisions, routes and root causes
+
+A gate is one branch of a decision: an `if`/`elif`/`else` chain, an `#if`/`#elif`/`#else`
+group, or a table of side-by-side per-architecture values (`sm120a_flags`, `sm121a_flags`
+within a few lines of each other). For each requested target the decision has a **route**,
+the branch that target takes, and the rules judge routes: a message says "on 12.1 the decision
+takes the fallback `else` at line 224, while 12.0 takes this branch". A decision that gives
+each target a branch of its own (`elif major == 12 and minor == 1`, `elif
+is_sm120f_supported()`) excludes nothing (`target_has_own_branch`).
+
+A branch's role is read from its body (`auditor/data/branch-roles.json`): a branch that gives
+up (`raise`, `return False, "why"`, `unsupported.append(...)`) is a rejection, judged by what
+it lets through, so `elif major not in (8, 12): unsupported.append(...)` turns 12.x away from
+nothing; a branch that only logs (`guards: log`) or only defines macros (`guards: define`) is
+no code path and is never an ARCH001–ARCH003/ARCH007 finding.
+
+One cause is one finding: uses of one predicate, flag or derived macro with the same condition,
+and the same gate in identical copies of a vendored file (`auditor/data/vendored.json`), are
+folded into the first site, which lists the others; vendored trees are listed after the
+package's own code. A rule that says the same as a more specific one on the same gate
+(`yields_to`) is not reported there. The report headline counts the decisions that route a
+target away from a fast path (rules with `routes_away`), and how many of them guard code the
+target can run.
+
 ## Suppressions and baselines
 
 - `# archaudit: ignore[ARCH001]` (Python) or `// archaudit: ignore[ARCH001, ARCH007]` (C/CUDA)
@@ -107,6 +131,12 @@ def rule_section(r: rulebook.Rule) -> str:
         f"## {r.id} `{r.name}`",
         f"Severity **{r.severity}** · applies to {scope} · [`{Path(r.source).name}`](../rules/{Path(r.source).name})",
         f"**Message:** {r.message}",
+        *(
+            [f"**Yields to:** {', '.join(r.yields_to)} (not reported on a gate where one of them fires)"]
+            if r.yields_to
+            else []
+        ),
+        *(["**Counted in the headline** (a finding means its decision routes a target away)"] if r.routes_away else []),
         "**When:**\n\n```yaml\n" + r.condition + "\n```",
         "### Why is this bad?\n\n" + r.rationale,
         "### What to do\n\n" + r.remediation,

@@ -372,8 +372,22 @@ def _decode_final(d: Any) -> InputResult:
     return InputResult(
         decode_gates(d["gates"]),
         [
-            Finding(_str(r), Severity(s), _str(g), _str(f), _int(ln), _str(m), _str(c), Classification(k), _str(i))
-            for r, s, g, f, ln, m, c, k, i in d["findings"]
+            Finding(
+                _str(r),
+                Severity(s),
+                _str(g),
+                _str(f),
+                _int(ln),
+                _str(m),
+                _str(c),
+                Classification(k),
+                _str(i),
+                tuple((_str(a), _int(b)) for a, b in also),
+                _str(root),
+                _str(tree),
+                _str(decision),
+            )
+            for r, s, g, f, ln, m, c, k, i, also, root, tree, decision in d["findings"]
         ],
         _errors(d["errors"]),
         tuple(

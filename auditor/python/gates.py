@@ -18,6 +18,7 @@ from tree_sitter import Node
 from auditor import arch
 from auditor.facts import names as names_mod
 from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
+from auditor.python import roles
 from auditor.python.interp import Interp
 from auditor.python.scan import Older, Rec, Scanner
 from auditor.python.symbols import Module
@@ -304,9 +305,15 @@ class Assembler:
         return out
 
     def _guards(self, node: Node) -> Guards:
+        """The branch's role read from its body (:mod:`auditor.python.roles`), or a
+        rejection when the test is an argument of a rejecting call."""
         body = _controlled_block(node)
-        if body is not None and (any(_rejects(s) for s in body.named_children) or _bails_out(node)):
-            return Guards.REJECT
+        if body is not None:
+            found = roles.role(body)
+            if found == Guards.REJECT or _bails_out(node):
+                return Guards.REJECT
+            if found == Guards.LOG:
+                return found
         p = node.parent
         while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):
             if p.type == "argument_list" and p.parent is not None and p.parent.type == "call":
@@ -388,9 +395,7 @@ class Assembler:
                     else ResolvedBy.LITERAL,
                     resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
                     chain=tuple(parts),
-                    guards=Guards.REJECT
-                    if body is not None and any(_rejects(s) for s in body.named_children)
-                    else Guards.TAKE,
+                    guards=roles.role(body),
                     name_implies=self._name_implies(t.names),
                     body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
                     toolkits=toolkits,
@@ -557,16 +562,6 @@ def _returned(stmt: Node) -> list[str] | None:
 
 def _code(nodes) -> list[Node]:
     return [n for n in nodes if n.type != "comment"]
-
-
-def _rejects(stmt: Node) -> bool:
-    if stmt.type == "raise_statement":
-        return True
-    if stmt.type == "expression_statement" and stmt.named_children:
-        c = stmt.named_children[0]
-        if c.type == "call" and names_mod.rejects(callee_name(child(c, "function"))):
-            return True
-    return False
 
 
 def _body_lines(node: Node) -> tuple[int, int]:

@@ -6,6 +6,7 @@ import json
 
 from auditor import arch
 from auditor.model import AuditResult, Binary, Domain, Finding, Gate, Verdict
+from auditor.render.counts import headline
 from auditor.verdicts import classify, toolkit_notes, verdicts
 
 SCHEMA = "archaudit/1"
@@ -72,6 +73,10 @@ def finding_document(f: Finding) -> dict:
         "message": f.message,
         "confidence": f.confidence,
         "classification": f.classification,
+        **({"decision": f.decision} if f.decision else {}),
+        **({"also": [{"file": file, "line": line} for file, line in f.also]} if f.also else {}),
+        **({"root_cause": f.root} if f.root else {}),
+        **({"vendored": f.vendored} if f.vendored else {}),
     }
 
 
@@ -86,7 +91,21 @@ def document(result: AuditResult) -> dict:
         "gates": [gate_document(g, result.targets, result.toolkits) for g in result.gates],
         "findings": [finding_document(f) for f in result.findings],
         "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
+        "summary": summary_document(result),
         **({"binaries": [binary_document(b) for b in result.binaries]} if result.binaries else {}),
+    }
+
+
+def summary_document(result: AuditResult) -> dict:
+    """The headline counts (:mod:`auditor.render.counts`), as every format states them."""
+    h = headline(result)
+    return {
+        "decisions_routed_away": h.decisions,
+        "decisions_runnable": h.runnable,
+        "gates": h.gates,
+        "excluding_gates": h.excluding,
+        "findings": h.findings,
+        "errors": h.errors,
     }
 
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from auditor import arch
 from auditor.model import AuditResult, Gate, Severity, Target
 from auditor.render import report
+from auditor.rules.roots import vendored
 from auditor.verdicts import toolkit_notes
 
 LIMIT = 65_536 - 512
@@ -92,7 +93,8 @@ def _rows(result: AuditResult, base: str) -> list[Row]:
             continue
         fs = by_gate.get((g.input, g.id), [])
         worst = fs[0].severity if fs else ""
-        key = (report.severity_rank(worst) if fs else len(report.SEVERITIES) + 1, g.input, g.file, g.line, g.id)
+        rank = report.severity_rank(worst) if fs else len(report.SEVERITIES) + 1
+        key = (rank, bool(vendored(g.file)[0]), g.input, g.file, g.line, g.id)  # own code before vendored trees
         rows.append(
             (
                 key,

@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from auditor import model
 from auditor.model import AuditResult, Classification, Finding, Gate, RuleInfo, Verdict
+from auditor.render.counts import headline, sentence
 from auditor.render.json import verdicts
 from auditor.render.text import printable
 
@@ -85,6 +86,12 @@ class Summary:
     excluding: int
     findings: int
     errors: int
+    decisions: int
+    """Decisions that route a target away from a fast path (:mod:`auditor.render.counts`)."""
+    runnable: int
+    """Of those, the ones whose guarded code the target can run."""
+    headline: str
+    """The two counts in words, as every format states them."""
     by_severity: tuple[tuple[str, int], ...]
     """Findings per severity, worst first (all severities, zeros included)."""
     by_classification: tuple[tuple[str, int], ...]
@@ -108,11 +115,15 @@ def summary(result: AuditResult) -> Summary:
             row[1] += 1
             classes[classification(fs) or "unclassified"] += 1
     order = [*CLASSIFICATIONS, "unclassified"]
+    head = headline(result)
     return Summary(
         gates=len(result.gates),
         excluding=sum(classes.values()),
         findings=len(result.findings),
         errors=len(result.errors),
+        decisions=head.decisions,
+        runnable=head.runnable,
+        headline=sentence(head, ", ".join(t.label for t in result.targets)),
         by_severity=tuple((s, severity[s]) for s in SEVERITIES)
         + tuple(sorted((s, n) for s, n in severity.items() if s not in SEVERITIES)),
         by_classification=tuple((c, classes[c]) for c in order if classes[c] or c in CLASSIFICATIONS),

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from urllib.parse import quote
 
 from auditor.model import AuditResult, Finding, Gate, RuleInfo, Severity
+from auditor.render.counts import headline
 from auditor.render.report import rules_of
 from auditor.verdicts import toolkit_notes
 
@@ -133,10 +134,16 @@ def document(result: AuditResult) -> dict:
                     for f in findings
                 ],
                 "columnKind": "unicodeCodePoints",
-                "properties": {"targets": [t.label for t in result.targets]},
+                "properties": {"targets": [t.label for t in result.targets], **_headline(result)},
             }
         ],
     }
+
+
+def _headline(result: AuditResult) -> dict:
+    """The headline counts, as the other formats state them."""
+    h = headline(result)
+    return {"decisions_routed_away": h.decisions, "decisions_runnable": h.runnable, "findings": h.findings}
 
 
 def render(result: AuditResult) -> str:

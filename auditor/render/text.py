@@ -8,6 +8,8 @@ from itertools import groupby
 
 from auditor import arch
 from auditor.model import SEVERITIES, AuditResult, Finding, Verdict
+from auditor.render import counts
+from auditor.rules.roots import vendored
 from auditor.verdicts import toolkit_notes, verdicts
 
 INVISIBLE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
@@ -59,7 +61,12 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
     for f in result.findings:
         findings.setdefault(f.gate, []).append(f)
     shown = [g for g in result.gates if not only_excluding or Verdict.EXCLUDES in verdicts(g, targets).values()]
+    shown.sort(key=lambda g: bool(vendored(g.file)[0]))  # the package's own code first, then vendored trees
+    heading = False
     for (inp, path), group in groupby(shown, key=lambda g: (g.input, g.file)):
+        if not heading and vendored(path)[0]:
+            heading = True
+            lines.append("vendored trees (copies of other projects' code, after the package's own):")
         lines.append(f"{path}" + (f"  [{inp}]" if len(result.inputs) > 1 else ""))
         for g in group:
             v = verdicts(g, targets)
@@ -81,11 +88,12 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
     lines += binaries_section(result)
     for e in result.errors:
         lines.append(f"error: {e.file + ': ' if e.file else ''}{e.reason}")
-    excluding = sum(1 for g in result.gates if Verdict.EXCLUDES in verdicts(g, targets).values())
+    head = counts.headline(result)
     severities = Counter(f.severity for f in result.findings)
     by_severity = ", ".join(f"{severities[s]} {s}" for s in reversed(SEVERITIES) if severities[s])
+    lines.append(counts.sentence(head, ", ".join(t.label for t in targets)))
     lines.append(
-        f"{len(result.gates)} gates, {excluding} exclude {'/'.join(t.label for t in targets)}, "
+        f"{head.gates} gates, {head.excluding} exclude {'/'.join(t.label for t in targets)}, "
         f"{len(result.findings)} findings{f' ({by_severity})' if by_severity else ''}, {len(result.errors)} errors"
     )
     return "\n".join(map(printable, lines)) + "\n"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from auditor.facts.binaries import evidence
 from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile, Target
+from auditor.rules.decisions import decisions
+from auditor.rules.roots import fold
 from auditor.rules.rulebook import Rule
 from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives
 
@@ -71,12 +73,17 @@ def match(
     """
     gates = list(gates)
     around = relatives(gates)
+    decided = decisions(gates)
     out = []
     for gate in gates:
-        view = GateView(gate, targets, around.get(gate.id, Relatives()), evidence(packages, gate.extensions))
+        view = GateView(
+            gate, targets, around.get(gate.id, Relatives()), evidence(packages, gate.extensions), decided.get(gate.id)
+        )
         fields = _Fields(view)
-        for rule in rules:
-            if rule.applies(gate) and rule.when(view):
+        fired = [rule for rule in rules if rule.applies(gate) and rule.when(view)]
+        ids = {rule.id for rule in fired}
+        for rule in fired:
+            if not ids.intersection(rule.yields_to):
                 out.append(
                     Finding(
                         rule=rule.id,
@@ -88,6 +95,7 @@ def match(
                         confidence=confidence(gate),
                         classification=view.classification,
                         input=gate.input,
+                        decision=view.branches.id if rule.routes_away else "",
                     )
                 )
     return out
@@ -148,6 +156,7 @@ def apply(
             kept.append(f)
         else:
             used.add(hit)
+    kept = fold(kept, by_id)
     if active(UNUSED_SUPPRESSION, select, ignore):
         chosen_ids = {r.id for r in chosen}
         for s in marks:

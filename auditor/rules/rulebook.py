@@ -71,6 +71,10 @@ class Rule:
     when: Predicate
     condition: str
     """The ``when`` as written (YAML), for ``rules show`` and the docs."""
+    yields_to: tuple[str, ...]
+    """Rules that say the same and more: this one is dropped on a gate where one of them fires."""
+    routes_away: bool
+    """A finding means its decision routes a target away from a fast path (the headline counts them)."""
     message: str
     rationale: str
     remediation: str
@@ -243,6 +247,8 @@ def parse(text: str, path: str) -> Rule:
         kinds=tuple(GateKind(x) for x in applies.get("kinds", ())),
         when=_compile(data["when"]),
         condition=yaml.safe_dump(data["when"], sort_keys=False, default_flow_style=False).strip(),
+        yields_to=tuple(data.get("yields_to", ())),
+        routes_away=bool(data.get("routes_away", False)),
         message=data["message"].strip(),
         rationale=data["rationale"].strip(),
         remediation=data["remediation"].strip(),

@@ -23,6 +23,7 @@ from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
 from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
+from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
 _cap = Capability.parse
@@ -89,6 +90,18 @@ class GateView:
     binaries: Mapping[str, str] = field(default_factory=dict)
     """The gate's package's shipped GPU code: best loadability per target label
     (``native``, ``jit``, ``none``); empty when the package ships no binary with GPU code."""
+    decision: Decision | None = None
+    """The decision the gate is a branch of (None: a decision of its own)."""
+
+    @cached_property
+    def branches(self) -> Decision:
+        """The gate's decision, itself alone when none was given."""
+        return self.decision or Decision((self.gate,))
+
+    @cached_property
+    def routes(self) -> dict[str, Gate | None]:
+        """Per excluded target label, the branch of the decision it takes (None: none)."""
+        return {t.label: self.branches.route(t) for t in self.excluded}
 
     @cached_property
     def excluded(self) -> tuple[Target, ...]:
@@ -234,6 +247,35 @@ def earlier_branch_takes_target(v: GateView) -> bool:
     return bool(v.excluded) and all(any(not turns_away(e, t) for e in v.relatives.earlier) for t in v.excluded)
 
 
+def target_has_own_branch(v: GateView) -> bool:
+    """Every excluded target takes another branch of the decision written for its generation
+    (``elif major == 12 and minor == 1``, ``elif is_sm120_supported()``, the ``sm121a`` row
+    beside the ``sm120a`` one): the decision gives it its own path and excludes nothing."""
+    gate = v.gate
+    return bool(v.excluded) and all(
+        (r := v.routes[t.label]) is not None and r.id != gate.id and own_branch(r, t) for t in v.excluded
+    )
+
+
+def negates_a_test_for_target(v: GateView) -> bool:
+    """The branch's condition is the negation of a test that holds on every excluded target
+    (``not self.is_xqa_impl`` where ``is_xqa_impl = is_sm90_supported() or
+    is_sm120_supported()``): the target takes the other path on purpose; this is the path for
+    the rest, not an allow-list that forgot it. Not for a rejection, whose ``not`` is the check."""
+    gate = v.gate
+    return gate.guards == Guards.TAKE and bool(v.excluded) and _BARE_NEGATION.fullmatch(gate.expression) is not None
+
+
+_BARE_NEGATION = re.compile(r"(?:not\s+|!\s*)(?:[\w.]+(?:\(\))?|\((?:[^()]|\([^()]*\))*\))")
+"""A condition that is one negated operand: ``not self.is_xqa_impl``, ``!(a || b)``, ``not f()``."""
+
+
+def guards_is(v: GateView, value: object) -> bool:
+    """The branch's role read from its body is one of the given ones (``reject``, ``log``,
+    ``define``): a log-only or definition-only branch is no code path of its own."""
+    return v.gate.guards in _one_of(value)
+
+
 def names_the_target(v: GateView) -> bool:
     """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
     the ``else`` of ``is_blackwell()``): the condition is written about the target, not a list
@@ -299,12 +341,6 @@ def kind_is(v: GateView, value: object) -> bool:
     return v.gate.kind in _one_of(value)
 
 
-def guards_is(v: GateView, value: object) -> bool:
-    """What the gate's branch does is one of the given roles (``define``: it only defines macros,
-    so its findings belong where they are used)."""
-    return v.gate.guards in _one_of(value)
-
-
 def resolved_by(v: GateView, value: object) -> bool:
     """The gate was resolved this way (``definition``, ``name``, ``literal``)."""
     return v.gate.resolved_by in _one_of(value)
@@ -322,7 +358,9 @@ PREDICATES: dict[str, Predicate] = {
     "admits_beyond_name": admits_beyond_name,
     "defines_its_name": defines_its_name,
     "earlier_branch_takes_target": earlier_branch_takes_target,
+    "target_has_own_branch": target_has_own_branch,
     "names_the_target": names_the_target,
+    "negates_a_test_for_target": negates_a_test_for_target,
     "fallback_below": fallback_below,
     "has_unknowns": has_unknowns,
     "rejects": rejects,
@@ -425,6 +463,50 @@ def _root_cause(v: GateView) -> str:
     return f"; decided where its macros are defined: {shown}{more}"
 
 
+def _few(caps: tuple[str, ...]) -> str:
+    return ", ".join(caps) if len(caps) <= 4 else f"{caps[0]}…{caps[-1]}"
+
+
+def _route(v: GateView) -> str:
+    """Which branch each excluded target takes, against what this branch admits: the decision
+    in words (``on 12.1 the decision takes the fallback `else` at line 224, while 12.0 takes
+    this branch``)."""
+    gate, decision = v.gate, v.branches
+    value = gate.kind in TABLE_KINDS
+    groups: dict[str, tuple[Gate | None, list[str]]] = {}
+    for label, r in v.routes.items():
+        groups.setdefault(r.id if r is not None else "", (r, []))[1].append(label)
+    parts = []
+    for r, labels in groups.values():
+        who = ", ".join(labels)
+        if r is None or r.id == gate.id:
+            if gate.guards == Guards.REJECT:
+                parts.append(f"on {who} this check rejects")
+            elif value:
+                parts.append(f"{who} {_verb(labels, 'is', 'are')} left out")
+            else:
+                parts.append(f"on {who} the decision takes none of its architecture branches")
+        elif r.guards == Guards.REJECT:
+            parts.append(f"on {who} the decision takes the rejection at line {r.line}")
+        elif decision.is_else(r):
+            parts.append(f"on {who} the decision takes the fallback `else` at line {r.line}")
+        else:
+            parts.append(f"on {who} the decision takes `{r.expression}` at line {r.line}")
+    caps = v.capabilities
+    if gate.guards == Guards.REJECT:
+        side = _verb(caps, "passes", "pass")
+    elif value:
+        side = _verb(caps, "is", "are") + " in"
+    else:
+        side = _verb(caps, "takes", "take") + " this branch"
+    tail = f", while {_few(caps)} {side}" if caps else ""
+    return "; ".join(parts) + tail if parts else "no requested target is turned away"
+
+
+def _verb(items: object, one: str, many: str) -> str:
+    return one if len(items) == 1 else many  # type: ignore[arg-type]
+
+
 FIELDS: dict[str, Callable[[GateView], str]] = {
     "expression": lambda v: v.gate.expression,
     "file": lambda v: v.gate.file,
@@ -434,6 +516,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "capabilities": lambda v: ", ".join(v.capabilities) or "none",
     "targets": lambda v: _labels(v.targets),
     "targets_excluded": lambda v: _labels(v.excluded),
+    "route": _route,
     "features": _features,
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",

@@ -16,7 +16,10 @@ from tests.render.render_support import REPORTS, scan
 def test_fixture_report_links_and_escapes():
     result = scan(REPORTS, formats=("markdown",), extra_args=("--link-base", "https://github.com/o/r/blob/abc123/"))
     text = markdown.render(result)
-    assert text.startswith("### archaudit: 11 of 13 architecture gates exclude 12.0, 12.1\n")
+    assert text.startswith(
+        "### archaudit: 4 decisions route 12.0, 12.1 away from a fast path (2 of them guard code 12.0, 12.1 can run)\n"
+    )
+    assert "\n11 of 13 architecture gates exclude 12.0, 12.1.\n" in text
     assert "[`comm/allreduce.cuh:8`](https://github.com/o/r/blob/abc123/comm/allreduce.cuh#L8)" in text
     assert "(https://github.com/o/r/blob/abc123/gemm/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.cuh#L2)" in text
     assert "<img" not in text.replace("`gemm/<img src=x onerror=alert(1)>.cuh:2`", "")
@@ -77,7 +80,8 @@ def test_many_findings_are_cut_with_a_count_under_the_limit():
 def test_a_clean_scan_says_so(tmp_path):
     (tmp_path / "ok.cu").write_text("#if __CUDA_ARCH__ >= 800\n#endif\n", "utf-8")
     text = markdown.render(scan(tmp_path, formats=("markdown",)))
-    assert "### archaudit: 0 of 1 architecture gates exclude 12.0, 12.1" in text
+    assert "### archaudit: 0 decisions route 12.0, 12.1 away from a fast path" in text
+    assert "0 of 1 architecture gates exclude 12.0, 12.1." in text
     assert "No architecture gate excludes 12.0, 12.1." in text and "<details open>" not in text
 
 

@@ -1,0 +1,115 @@
+"""The role a Python branch plays in its decision, read from what its body does.
+
+A branch that gives up (``raise``, ``pytest.skip``, ``return False, "needs sm90"``,
+``unsupported.append(...)``) is a rejection: what matters is what it lets through. A branch
+that only logs is no code path at all. Everything else is the code its condition admits.
+The names are data (``data/branch-roles.json``), so a library's own idiom is a line there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from tree_sitter import Node
+
+from auditor import datafiles
+from auditor.facts import names
+from auditor.model import Guards
+from auditor.python.syntax import callee_name, child, text_of
+
+
+@dataclass(frozen=True, slots=True)
+class _Roles:
+    log_calls: re.Pattern
+    reject_collections: re.Pattern
+    collect_calls: frozenset[str]
+    error_returns: frozenset[str]
+    neutral: frozenset[str]
+    log_owners: frozenset[str]
+
+
+@cache
+def _roles() -> _Roles:
+    raw = datafiles.read_json("branch-roles.json")
+
+    def either(patterns: list[str]) -> re.Pattern:
+        return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+    return _Roles(
+        log_calls=either(raw["log_calls"]),
+        reject_collections=either(raw["reject_collections"]),
+        collect_calls=frozenset(raw["collect_calls"]),
+        error_returns=frozenset(raw["error_returns"]),
+        neutral=frozenset(raw["neutral"]),
+        log_owners=frozenset(raw["log_owners"]),
+    )
+
+
+def role(block: Node | None) -> Guards:
+    """:attr:`Guards.REJECT` when a statement of the block gives up, :attr:`Guards.LOG` when
+    every statement that does something only logs, :attr:`Guards.TAKE` otherwise (and for no
+    block)."""
+    if block is None:
+        return Guards.TAKE
+    kinds = [_statement(s) for s in block.named_children]
+    if Guards.REJECT in kinds:
+        return Guards.REJECT
+    acting = [k for k in kinds if k is not None]
+    return Guards.LOG if acting and all(k == Guards.LOG for k in acting) else Guards.TAKE
+
+
+def rejects(stmt: Node) -> bool:
+    """Whether one statement gives up (see :func:`role`)."""
+    return _statement(stmt) == Guards.REJECT
+
+
+def error_return(stmt: Node) -> bool:
+    """``return False, "why"``: a tuple whose first element is an error shape."""
+    if stmt.type != "return_statement":
+        return False
+    values = [c for c in stmt.named_children if c.type != "comment"]
+    if len(values) != 1 or values[0].type != "expression_list":
+        return False
+    first = next((c for c in values[0].named_children if c.type != "comment"), None)
+    return first is not None and first.type in _roles().error_returns
+
+
+def _statement(stmt: Node) -> Guards | None:
+    """One statement's part: a rejection, a log call, other code (TAKE), or nothing (None)."""
+    table = _roles()
+    if stmt.type in table.neutral:
+        return None
+    if stmt.type == "raise_statement" or error_return(stmt):
+        return Guards.REJECT
+    if stmt.type != "expression_statement" or not stmt.named_children:
+        return Guards.TAKE
+    expr = stmt.named_children[0]
+    if expr.type == "string" and f"{stmt.type}:string" in table.neutral:
+        return None
+    if expr.type != "call":
+        return Guards.TAKE
+    function = child(expr, "function")
+    name = callee_name(function)
+    if names.rejects(name) or _collects_unsupported(function, name):
+        return Guards.REJECT
+    if table.log_calls.fullmatch(name) or _on_logger(function):
+        return Guards.LOG
+    return Guards.TAKE
+
+
+def _collects_unsupported(function: Node | None, name: str) -> bool:
+    """``unsupported.append(...)``, ``self.errors.add(...)``: recording why the case is not supported."""
+    if function is None or function.type != "attribute" or name not in _roles().collect_calls:
+        return False
+    owner = child(function, "object")
+    last = text_of(owner).rpartition(".")[2]
+    return _roles().reject_collections.fullmatch(last) is not None
+
+
+def _on_logger(function: Node | None) -> bool:
+    """A method of an object that is a logger (``logger.warning_once``, ``log.info``, ``warnings.warn``)."""
+    if function is None or function.type != "attribute":
+        return False
+    return text_of(child(function, "object")).rpartition(".")[2] in _roles().log_owners
