@@ -53,7 +53,10 @@ def sheet(report: dict, spec: str, seed: int, sample: int, first: int) -> str:
     """The Markdown sheet for one report."""
     gates = {g["id"]: g for g in report["gates"]}
     findings = [f for f in report["findings"] if f["gate"] in gates]
-    order = sorted(range(len(findings)), key=lambda i: (findings[i]["file"], findings[i]["line"], i))
+    order = sorted(
+        range(len(findings)),
+        key=lambda i: (bool(findings[i].get("vendored")), findings[i]["file"], findings[i]["line"], i),
+    )
     head = [findings[i] for i in order[:first]]
     rest = [findings[i] for i in order[first:]]
     drawn = random.Random(seed).sample(rest, min(sample, len(rest)))
