@@ -3,7 +3,7 @@
 A rule pack is only as good as the findings a user reads on releases nobody tuned it for.
 This script takes an ``archaudit/1`` JSON report and the input it was made from (a wheel,
 sdist or directory), and writes a Markdown sheet: the first findings a user sees (the text
-report's order: file, then line) and a random sample drawn with a fixed seed, each with the
+report's order: the package's own code before vendored trees, then file and line) and a random sample drawn with a fixed seed, each with the
 gate's record and the source around it and its guarded region. A judge fills in the
 verdict column (correct / wrong / misleading) next to the source.
 
