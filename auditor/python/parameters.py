@@ -134,16 +134,24 @@ def _bare(node: Node) -> Node:
     return node
 
 
-def _form_of_uses(body: Node, name: str, table: Table, device: frozenset[str] = frozenset()):
-    """The form the uses of ``name`` in ``body`` read (a use as a string means it is none)."""
+def _form_of_uses(body: Node, name: str, table: Table, device: frozenset[str] = frozenset(), seen=frozenset()):
+    """The form the uses of ``name`` in ``body`` read (a use as a string means it is none); a
+    value copied to another name (``cc = get_major() if cc_arg is None else cc_arg``) has the
+    form the uses of that name read."""
     votes: set = set()
     stack = [body]
+    seen = seen | {name}
     while stack:
         n = stack.pop()
         if n.type in ("function_definition", "class_definition", "lambda"):
             continue
         if n.type == "identifier" and text_of(n) == name:
-            vote = _use(n, table, device)
+            copy = _copied_to(n)
+            if copy is not None and copy not in seen:
+                vote = _form_of_uses(body, copy, table, device, seen)
+                vote = None if vote is _ANY else vote
+            else:
+                vote = _use(n, table, device)
             if vote is False:
                 return None
             if vote is not None:
@@ -156,6 +164,21 @@ def _form_of_uses(body: Node, name: str, table: Table, device: frozenset[str] = 
         if form in votes:
             return form
     return _ANY
+
+
+def _copied_to(n: Node) -> str | None:
+    """The name a use is assigned to whole, directly or as an arm of a conditional expression."""
+    p = n
+    while p.parent is not None and (
+        p.parent.type == "parenthesized_expression"
+        or (p.parent.type == "conditional_expression" and p.parent.named_children.index(p) != 1)
+    ):
+        p = p.parent
+    a = p.parent
+    if a is None or a.type != "assignment" or a.child_by_field_name("right") != p:
+        return None
+    left = a.child_by_field_name("left")
+    return text_of(left) if left is not None and left.type == "identifier" else None
 
 
 def _use(n: Node, table: Table, device: frozenset[str]):
