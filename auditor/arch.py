@@ -150,14 +150,24 @@ def releases_of(chosen: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(k.release for k in chosen_toolkits(chosen))
 
 
-def unbuilt(targets: Iterable[Target], chosen: Iterable[str] = ()) -> dict[str, tuple[str, ...]]:
-    """Requested targets no chosen toolkit builds (12.1 under CUDA 12.8), each with the releases
-    that build it: those judge it instead (:class:`auditor.cuda.macros.Axis`)."""
+def nearest(building: Iterable[str], chosen: Iterable[str] = ()) -> str:
+    """The toolkit that judges a capability no chosen one builds: of the releases that build it,
+    the first after the newest chosen one (12.1 under 12.8: 12.9), else the last (sm_101, which
+    13.0 renamed: 12.9)."""
+    newest = version_key(releases_of(chosen)[-1])
+    ordered = sorted(building, key=version_key)
+    return next((r for r in ordered if version_key(r) > newest), ordered[-1])
+
+
+def unbuilt(targets: Iterable[Target], chosen: Iterable[str] = ()) -> dict[str, str]:
+    """Requested targets no chosen toolkit builds (12.1 under CUDA 12.8), each with the release
+    that judges it instead (:func:`nearest`, as :class:`auditor.cuda.macros.Axis` does)."""
     kits = chosen_toolkits(chosen)
     out = {}
     for t in targets:
         if t.variants and not any(v in k.targets for k in kits for v in t.variants):
-            out[t.label] = tuple(k.release for k in toolkits() if any(v in k.targets for v in t.variants))
+            building = [k.release for k in toolkits() if any(v in k.targets for v in t.variants)]
+            out[t.label] = nearest(building, chosen)
     return out
 
 

@@ -173,10 +173,9 @@ def _options(args, excerpts: bool = False):
     from auditor.pipeline import Options
 
     targets, toolkits = arch.parse_targets(args.target), arch.releases_of(_ids(args.cuda))
-    for label, releases in arch.unbuilt(targets, toolkits).items():
+    for label, release in arch.unbuilt(targets, toolkits).items():
         _say(
-            f"archaudit: warning: CUDA {', '.join(toolkits)} cannot build for {label}; "
-            f"it is judged by the toolkits that can ({', '.join(releases)})"
+            f"archaudit: warning: CUDA {', '.join(toolkits)} cannot build for {label}; it is judged as CUDA {release} builds it"
         )
     return Options(
         targets=targets,

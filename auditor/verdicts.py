@@ -110,8 +110,8 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ..
     ``toolkits``: the releases the scan chose (empty: every known one). Where the chosen ones
     disagree, the note places the admitting ones among them; where none of them admits the
     target and another toolkit does, among every toolkit ("needs" that CUDA: not dead). A
-    target none of them builds (12.1 under 12.8) is judged by the toolkits that do, as if
-    they were chosen (the command line says so once: :func:`arch.unbuilt`)."""
+    target none of them builds (12.1 under 12.8) is judged by the nearest toolkit that does
+    (the command line says so once: :func:`arch.unbuilt`), and placed among those that do."""
     noted = dict(gate.toolkits)
     if not noted:
         return {}
@@ -127,7 +127,7 @@ def toolkit_notes(gate: Gate, targets: Iterable[Target], toolkits: tuple[str, ..
         }
         judged = [r for r in having if r in chosen]
         judged_admitting = [r for r in judged if r in admitting]
-        if not judged:  # no chosen toolkit builds it: those that do judge it, as when all are chosen
+        if not judged:  # no chosen toolkit builds it: the nearest that does judges it (arch.nearest)
             if admitting and set(having) - admitting:
                 out[t.label] = _releases(_in_order(admitting), having)
         elif judged_admitting and len(judged_admitting) != len(judged):  # some chosen toolkit turns it away

@@ -30,9 +30,9 @@ def test_the_verdict_differs_between_cuda_12_8_and_13_0(capsys):
     old = gates_by_place(scan_json(capsys, "--cuda", "12.8"))
     new = gates_by_place(scan_json(capsys, "--cuda", "13.0"))
     cuda13 = ("kernel.cu", 2)  # __CUDACC_VER_MAJOR__ >= 13 && __CUDA_ARCH__ >= 1200
-    # 12.8 builds 12.0 and takes the other path; it cannot build 12.1 at all, so 12.9 … 13.5
-    # judge that one (the command line warns), and of those 13.0 and newer admit it
-    assert old[cuda13]["verdicts"] == {"12.0": "excludes", "12.1": "admits"}
+    # 12.8 builds 12.0 and takes the other path; it cannot build 12.1 at all, so the nearest
+    # toolkit that can, 12.9, judges that one (the command line warns): no CUDA 13 there either
+    assert old[cuda13]["verdicts"] == {"12.0": "excludes", "12.1": "excludes"}
     assert old[cuda13]["toolkit_verdicts"] == {"12.0": "CUDA ≥ 13.0", "12.1": "CUDA ≥ 13.0"}
     assert new[cuda13]["verdicts"] == {"12.0": "admits", "12.1": "admits"}
     assert not new[cuda13].get("toolkit_verdicts")  # one toolkit chosen, and it admits
@@ -56,7 +56,7 @@ def test_the_newest_chosen_toolkit_decides_and_the_others_are_noted(capsys):
     }
 
 
-def test_an_architecture_no_chosen_toolkit_builds_is_judged_by_those_that_do_and_is_not_dead(capsys):
+def test_an_architecture_no_chosen_toolkit_builds_is_judged_by_the_nearest_that_does_and_is_not_dead(capsys):
     assert (
         cli.main(
             ["scan", CHOICE, "--format", "json", "--no-cache", "--jobs", "1", "--cuda", "13.0", "--target", "10.7,12.0"]
@@ -64,10 +64,7 @@ def test_an_architecture_no_chosen_toolkit_builds_is_judged_by_those_that_do_and
         == 0
     )
     out, err = capsys.readouterr()
-    assert (
-        err
-        == "archaudit: warning: CUDA 13.0 cannot build for 10.7; it is judged by the toolkits that can (13.4, 13.5)\n"
-    )
+    assert err == "archaudit: warning: CUDA 13.0 cannot build for 10.7; it is judged as CUDA 13.4 builds it\n"
     doc = json.loads(out)
     g = gates_by_place(doc)[("kernel.cu", 6)]  # __CUDA_ARCH__ == 1070: sm_107 is 13.4's
     assert g["verdicts"] == {"10.7": "admits", "12.0": "excludes"}
@@ -108,6 +105,8 @@ def test_an_unknown_toolkit_is_a_one_line_usage_error(capsys):
     with pytest.raises(ValueError):
         arch.chosen_toolkits(["13.9"])
     assert arch.releases_of(["13.0.88", "12.8"]) == ("12.8", "13.0")
+    assert arch.nearest(["12.9", "13.0", "13.5"], ["12.8"]) == "12.9"
+    assert arch.nearest(["12.8", "12.9"], ["13.0"]) == "12.9"
 
 
 def test_another_selection_does_not_reuse_a_cached_result(tmp_path):
@@ -160,7 +159,7 @@ def test_a_flag_only_cuda_12_9_defines_across_12_9_and_13_0(capsys):
 
     g, dead = line_17("12.9")
     assert g["verdicts"] == {"10.1": "admits"} and not g.get("toolkit_verdicts") and not dead
-    # 13.0 cannot build 10.1 (it calls Thor sm_110): 12.8 and 12.9 judge it, and only 12.9 admits
+    # 13.0 cannot build 10.1 (it calls Thor sm_110): the nearest that can, 12.9, judges it
     g, dead = line_17("13.0")
     assert g["verdicts"] == {"10.1": "admits"} and g["toolkit_verdicts"] == {"10.1": "CUDA ≥ 12.9"} and not dead
     g, dead = line_17("12.8")

@@ -383,7 +383,7 @@ class Axis:
     that admit the target are noted, chosen or not. A target no chosen toolkit has is noted
     wherever a toolkit admits it (its code needs another CUDA: it is not dead); it is not
     admitted when a chosen toolkit builds its capability otherwise (sm_120f under 12.8), and
-    judged by the toolkits that build it when none does (12.1 under 12.8). Conditions are
+    judged by the nearest toolkit that builds it when none does (12.1 under 12.8: 12.9). Conditions are
     evaluated once on every distinct (target, macros) point; only those that read a toolkit's
     version macros are evaluated once per toolkit as well.
     """
@@ -420,9 +420,10 @@ class Axis:
         self._excluded = {i for i in self._outside if arch.capability_of(self.targets[i]) in built}
         """Variants no chosen toolkit has of a capability one of them builds (12.8 has sm_120, not
         sm_120f): never admitted. A capability none of them builds (12.1 under 12.8) is judged
-        by the toolkits that build it."""
+        by the nearest toolkit that does (:func:`arch.nearest`: 12.9)."""
         for i in self._outside - self._excluded:
-            judged[i] = having[i]
+            nearest = arch.nearest((self.toolkits[j].release for j in having[i]), releases)
+            judged[i] = [j for j in having[i] if self.toolkits[j].release == nearest]
         self._newest_kit = [js[-1] if js else having[i][-1] for i, js in enumerate(judged)]
         """Per target, the newest toolkit judging it: the verdict's."""
         self._newest = [self._rows[j][i] for i, j in enumerate(self._newest_kit)]
