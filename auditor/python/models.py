@@ -53,13 +53,16 @@ def models() -> Models:
 
 @cache
 def _probe_words() -> re.Pattern:
-    names = "|".join(sorted(map(re.escape, models().probes)))
+    probes = sorted(map(re.escape, models().probes))
+    absent = sorted(re.escape(k) for k, v in names_mod.table().constants.items() if v is None)
+    names = "|".join(probes + absent)
     return re.compile(rb"(?<![A-Za-z0-9_])_*(?:" + names.encode() + rb")(?![A-Za-z0-9_])")
 
 
 def names_probe(text: bytes) -> bool:
-    """Whether code names a backend probe (``is_musa()``, ``_is_hip``, ``platform.is_rocm()``):
-    a branch it decides is another backend's code, not code an NVIDIA device might run."""
+    """Whether code names a backend probe (``is_musa()``, ``_is_hip``, ``platform.is_rocm()``) or
+    another backend's build constant (``torch.version.hip``, None on the CUDA builds audited): a
+    branch it decides is another backend's code, not code an NVIDIA device might run."""
     return _probe_words().search(text) is not None
 
 

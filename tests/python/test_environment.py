@@ -88,3 +88,20 @@ def pick():
         5: tuple(c for c in ALL if not c.startswith("10.")),
         10: ("12.1",),
     }
+
+
+def test_a_branch_on_another_backends_build_holds_no_gate():
+    """``torch.version.hip`` is None on the CUDA builds audited: the ROCm arm's gfx check is
+    not dead NVIDIA code, and the CUDA arm is still a gate."""
+    src = """
+import torch
+
+def pick():
+    if torch.version.hip:
+        if torch.cuda.get_device_capability() >= (9, 4):
+            return 1
+    elif torch.cuda.get_device_capability() >= (9, 0):
+        return 2
+"""
+    gates, _ = extract([SourceFile("m.py", src.encode(), "python")])
+    assert {g.line: g.admits for g in gates} == {8: ALL[6:]}
