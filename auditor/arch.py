@@ -200,6 +200,17 @@ def capabilities() -> tuple[str, ...]:
     return tuple(datafiles.read_json("devices.json")["capabilities"])
 
 
+@cache
+def _generations() -> dict[str, str]:
+    return {c: name for name, caps in datafiles.read_json("devices.json")["generations"].items() for c in caps}
+
+
+def generation(capability: str) -> str:
+    """The generation a capability's code is written for (``data/devices.json``): 10.x and 11.0
+    share datacenter Blackwell's tcgen05, 12.x has its own. A capability not listed is its own."""
+    return _generations().get(capability, capability)
+
+
 def _target_key(name: str) -> tuple[int, int]:
     m = _TARGET_NAME.match(name)
     assert m, name

@@ -166,16 +166,33 @@ def upper_bound_cuts_target(v: GateView) -> bool:
     return False
 
 
-def minor_trap(v: GateView) -> bool:
-    """An excluded target's major is admitted through another minor (12.0 in, 12.1 out)."""
+def admits_target_major(v: GateView) -> bool:
+    """An excluded target's major is admitted through another minor (``sm_121a`` alone for 12.0):
+    the gate is about the target's own generation, not another family's."""
     return any(
         c != t.capability and _cap(c).major == _cap(t.capability).major for t in v.excluded for c in v.capabilities
     )
 
 
-def several_majors(v: GateView) -> bool:
-    """The admitted capabilities span more than one major: an enumeration, not one arch's feature."""
-    return len({_cap(c).major for c in v.capabilities}) > 1
+def minor_trap(v: GateView) -> bool:
+    """An excluded target's major is admitted through an older minor (12.0 in, 12.1 out): the
+    condition names the first part of a major and its newer minors fall out. A test that names a
+    newer minor (``is_gb10 = capability == (12, 1)``) detects that part on purpose; for a rejection
+    it is the other way round (``if sm == 120: return False`` lets 12.1 through)."""
+    newer = v.gate.guards == Guards.REJECT
+    return any(
+        _cap(c).major == _cap(t.capability).major
+        and (_cap(c) > _cap(t.capability) if newer else _cap(c) < _cap(t.capability))
+        for t in v.excluded
+        for c in v.capabilities
+    )
+
+
+def several_generations(v: GateView) -> bool:
+    """The admitted capabilities span more than one generation (``data/devices.json``): an
+    enumeration, not one generation's feature gate (``major in (10, 11)`` is datacenter
+    Blackwell's tcgen05, ``major >= 9 and major < 12`` spans Hopper and Blackwell)."""
+    return len({arch.generation(c) for c in v.capabilities}) > 1
 
 
 def feature_family(v: GateView) -> bool:
@@ -195,10 +212,24 @@ def dead(v: GateView) -> bool:
     """
     if v.capabilities or v.gate.toolkits or any(not capabilities_of(e) for e in v.relatives.enclosing):
         return False
+    if v.gate.domain == Domain.DEVICE and not _names_a_known_generation(v.gate.expression):
+        return False
     if v.gate.chain and _selects_host(v.gate.chain[-1]):
         return False
     taken = {c for e in v.relatives.earlier for c in capabilities_of(e)}
     return not taken or not taken >= set(v.domain_capabilities)
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
+
+
+@lru_cache(maxsize=4096)
+def _names_a_known_generation(expression: str) -> bool:
+    """Whether a Python condition names a capability of the domain's generations or newer
+    (``major == 12``, ``cc == 90``, ``(10, 7)``): ``capability is None`` names none, and
+    ``major == 6`` names a pre-Volta part the domain leaves out, not an architecture nobody has."""
+    oldest = _cap(arch.capabilities()[0]).major
+    return any((n // 10 if n >= 20 else n) >= oldest for n in map(int, _NUMBER.findall(expression)))
 
 
 @cache
@@ -278,10 +309,20 @@ def guards_is(v: GateView, value: object) -> bool:
 
 def names_the_target(v: GateView) -> bool:
     """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
-    the ``else`` of ``is_blackwell()``): the condition is written about the target, not a list
-    that forgot it."""
-    majors = {_cap(c).major for c in _named(v.gate.expression)}
+    the ``else`` of ``is_blackwell()``), or a negated test names the target's major as its argument
+    (``not is_device_capability_family(120)``, ``!= 120``): the condition is written about the
+    target, not a list that forgot it."""
+    majors = {_cap(c).major for c in _named(v.gate.expression)} | _negated_majors(v.gate.expression)
     return any(_cap(t.capability).major in majors for t in v.excluded)
+
+
+_NEGATED_TEST = re.compile(r"(?:\bnot\s+[\w.]+\(\s*\(?|!=\s*\(?)\s*(\d+)")
+"""A negated capability test and the first number it names: ``not f(120)``, ``not f((12, 0))``, ``!= 120``."""
+
+
+def _negated_majors(expression: str) -> set[int]:
+    """The majors named by the negated tests of a condition (120 and 12 both name 12)."""
+    return {n // 10 if n >= 20 else n for n in map(int, _NEGATED_TEST.findall(expression))}
 
 
 def fallback_below(v: GateView) -> bool:
@@ -352,7 +393,8 @@ PREDICATES: dict[str, Predicate] = {
     "admits_above_target": admits_above_target,
     "upper_bound_cuts_target": upper_bound_cuts_target,
     "minor_trap": minor_trap,
-    "several_majors": several_majors,
+    "admits_target_major": admits_target_major,
+    "several_generations": several_generations,
     "feature_family": feature_family,
     "dead": dead,
     "admits_beyond_name": admits_beyond_name,

@@ -9,7 +9,7 @@ import pytest
 
 from auditor import arch, cli, pipeline
 from auditor import verdicts as meaning
-from auditor.model import Feature, Gate, SourceFile
+from auditor.model import Feature, Gate, Guards, SourceFile
 from auditor.rules import engine, rulebook
 from auditor.rules import vocabulary as predicates
 from auditor.rules.vocabulary import GateView, Relatives
@@ -73,9 +73,12 @@ def test_upper_bound_in_the_target_domain():
     assert not holds("upper_bound_cuts_target", gate(targets_where(lambda v, t: v < 800), domain="target"))
 
 
-def test_minor_trap_both_ways_and_single_target():
+def test_minor_trap_names_the_older_minor_and_single_target():
     assert holds("minor_trap", gate(caps("12.0")))
-    assert holds("minor_trap", gate(caps("12.1")))
+    assert not holds("minor_trap", gate(caps("12.1")))  # naming the newer minor detects it on purpose
+    rejecting = {c: gate(caps(c), guards=Guards.REJECT, surely=caps(c)) for c in ("12.0", "12.1")}
+    assert holds("minor_trap", rejecting["12.0"])  # `if sm == 120: return False` lets 12.1 through
+    assert not holds("minor_trap", rejecting["12.1"])
     assert not holds("minor_trap", gate(caps(12)))
     assert not holds(
         "minor_trap",
@@ -87,10 +90,11 @@ def test_minor_trap_both_ways_and_single_target():
     assert holds("minor_trap", gate(targets_where(lambda v, t: v == 1200), domain="target"))
 
 
-def test_several_majors_and_below_above():
+def test_several_generations_and_below_above():
     g = gate(caps(9, 10))
-    assert holds("several_majors", g) and holds("admits_below_target", g) and not holds("admits_above_target", g)
-    assert not holds("several_majors", gate(caps(10)))
+    assert holds("several_generations", g) and holds("admits_below_target", g) and not holds("admits_above_target", g)
+    assert not holds("several_generations", gate(caps(10)))
+    assert not holds("several_generations", gate(caps(10, 11)))  # datacenter Blackwell: one generation
     assert holds("admits_above_target", gate(caps(9)), arch.parse_targets("8.0"))
 
 
