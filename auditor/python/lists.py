@@ -173,14 +173,14 @@ def _flags(mod: Module, node: Node, word: str):
             stmt = stmt.parent
         for s in _strings(stmt):
             text = _string_text(s)
-            if text is None or text == "TORCH_CUDA_ARCH_LIST":
+            if text is None or text == "TORCH_CUDA_ARCH_LIST" or _prose(s):
                 continue
             admits = _arch_list(text)
             if admits is not None:
                 return s.id, _flag_gate(mod, s, admits)
         return None
     s = _up(node, "string")
-    if s is None:
+    if s is None or _prose(s):
         return None
     text = _string_text(s)
     if text is None:
@@ -189,6 +189,15 @@ def _flags(mod: Module, node: Node, word: str):
     if admits is None:
         return None
     return s.id, _flag_gate(mod, s, admits)
+
+
+def _prose(s: Node) -> bool:
+    """A string that is a statement of its own (a docstring, a comment written as a string): it
+    describes flags, it holds none that a build uses."""
+    p = s.parent
+    while p is not None and p.type == "concatenated_string":
+        p = p.parent
+    return p is not None and p.type == "expression_statement" and p.named_child_count == 1
 
 
 def _flag_gate(mod: Module, s: Node, admits) -> Found:

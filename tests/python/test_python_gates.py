@@ -213,3 +213,18 @@ def test_a_flag_at_its_uses_names_its_one_definition():
     for use, definition in ((8, 7), (13, 12), (18, 17), (24, 23)):
         g = next(g for g in gates if g.file == "kern/flags.py" and g.line == use)
         assert ("kern/flags.py", definition) in {(r.file, r.line) for r in g.resolutions}, g.resolutions
+
+
+def test_a_docstring_about_flags_is_no_flag_gate():
+    """A string that is a statement of its own describes flags (``TORCH_CUDA_ARCH_LIST="9.0a"``
+    in a docstring); the list assigned after it holds some."""
+    text = (
+        "def arch_list(value):\n"
+        '    """Set TORCH_CUDA_ARCH_LIST="9.0a" while building: -gencode=arch=compute_90a,code=sm_90a."""\n'
+        "    return value\n"
+        "\n"
+        'FLAGS = ["-gencode=arch=compute_90a,code=sm_90a"]\n'
+    )
+    gates, errors = extract([SourceFile("pkg/build.py", text.encode(), "python")])
+    assert not errors
+    assert [(g.line, g.kind.value) for g in gates] == [(5, "gencode-flags")]
