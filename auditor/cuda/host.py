@@ -407,6 +407,7 @@ class _File:
         """The bindings of the previous pass, which parameters take."""
         self.checks: list[Check] = []
         self.seen: set[tuple[int, str]] = set()
+        self.configured: set[str] = set()
         self.tab = table()
 
     # walking -----------------------------------------------------------------------------
@@ -415,6 +416,9 @@ class _File:
         """Follow values through one function; with ``record``, keep its checks."""
         self.record = record
         self.env: dict[str, Value] = {}
+        self.configured: set[str] = set()
+        """Parameters with a literal default (``int sm_version = 100``): a value the caller
+        chooses (one constructor per architecture), not the device's SM, whatever their name."""
         self.function = _function_name(f, self.data)
         self.returns: list[Value] = []
         if f.type in ("static_assert_declaration", "compound_statement"):
@@ -452,10 +456,13 @@ class _File:
             name = self._declared_name(p)
             typ = p.child_by_field_name("type")
             kind = self.tab.types.get(_bare(_text(typ, self.data))) if typ is not None else None
+            default = p.child_by_field_name("default_value")
             if i in bound:
                 self.env[name] = bound[i]
             elif kind:
                 self.env[name] = _source(kind)
+            elif default is not None and default.type == "number_literal":
+                self.configured.add(name)
             i += 1
 
     def _declared_name(self, n: Node) -> str:
@@ -660,7 +667,7 @@ class _File:
                     return ("call", NAMED + name, "")
             return _unknown(text)
         bare = _bare(key)
-        if bare in self.tab.names and bare == key.split("::")[-1]:
+        if bare in self.tab.names and bare == key.split("::")[-1] and key not in self.configured:
             return ("call", NAMED + bare, "")
         for pattern, value in self.tab.constants:
             if m := pattern.match(bare):

@@ -11,6 +11,7 @@ from auditor import arch
 from auditor.cuda import host
 from auditor.model import GateKind, Guards
 from auditor.pipeline import Options, audit
+from auditor.rules.decisions import decisions
 from auditor.verdicts import allowed, verdicts
 from tests.conftest import FIXTURES, wheel
 
@@ -66,12 +67,32 @@ def test_helper_resolutions(result):
 
 def test_findings_through_the_rules(result):
     rules = {(f.file, f.line): f.rule for f in result.findings if f.file.endswith((".cu", ".h"))}
-    assert rules[("checks.cu", 12)] == "ARCH001"  # sm >= 100 && sm < 120
+    assert ("checks.cu", 12) not in rules  # sm >= 100 && sm < 120: `} else if (sm == 120 || sm == 121)` is 12.x's
     assert rules[("checks.cu", 45)] == "ARCH001"  # TLLM_CHECK_WITH_INFO(... < 120)
     assert rules[("checks.cu", 54)] == "ARCH002"  # ICHECK_EQ(major, 10)
     assert rules[("checks.cu", 47)] == "ARCH003"  # assert(sm != 121)
     assert ("checks.cu", 14) not in rules  # the 12.x branch admits both
     assert ("checks.cu", 80) not in rules  # the `if ... return` before it takes 12.x
+
+
+def test_chains_give_each_target_its_route(result):
+    """A later sibling that takes 12.x is its route (``} else if`` on the closing brace's line
+    too); a refusal that returns ``{}`` on a condition the evaluator cannot pin down rejects
+    nothing for sure; a parameter with a literal default is the caller's choice, not the SM."""
+    decided = decisions(g for g in result.gates if g.file == "chains.cu")
+    at = {g.line: g for g in result.gates if g.file == "chains.cu"}
+    twelve = arch.parse_targets("12.0")[0]
+    assert decided[at[16].id].route(twelve) == at[18]
+    assert decided[at[14].id].branches == (at[14], at[16], at[18])
+    assert decided[at[63].id].route(twelve) == at[65] and decided[at[63].id].is_else(at[65])
+    assert decided[at[26].id].newer_branch_takes(at[26], twelve)
+    assert decided[at[28].id].newer_branch_takes(at[28], twelve)
+    assert not decided[at[63].id].newer_branch_takes(at[63], twelve)  # the else is a fallback
+    assert at[40].guards == at[44].guards == Guards.REJECT and not at[40].surely
+    assert 54 not in at  # TLLM_CHECK_WITH_INFO(sm_version ...) in the SM100 constructor
+    rules = {f.line: f.rule for f in result.findings if f.file == "chains.cu"}
+    assert rules.get(16) is None and rules.get(40) is None and rules.get(44) is None
+    assert rules[63] == "ARCH001"  # the `else` it falls into is still the fallback
 
 
 def test_a_file_that_does_not_parse_whole_keeps_its_checks():
