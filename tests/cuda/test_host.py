@@ -78,21 +78,31 @@ def test_findings_through_the_rules(result):
 def test_chains_give_each_target_its_route(result):
     """A later sibling that takes 12.x is its route (``} else if`` on the closing brace's line
     too); a refusal that returns ``{}`` on a condition the evaluator cannot pin down rejects
-    nothing for sure; a parameter with a literal default is the caller's choice, not the SM."""
+    nothing for sure; a parameter with a literal default, or a member a constructor sets to an
+    SM number, is the configuration's architecture, not the device's SM."""
+    lines = (HOST / "chains.cu").read_text().splitlines()
+
+    def line(text: str) -> int:
+        return next(n for n, written in enumerate(lines, 1) if text in written)
+
     decided = decisions(g for g in result.gates if g.file == "chains.cu")
     at = {g.line: g for g in result.gates if g.file == "chains.cu"}
     twelve = arch.parse_targets("12.0")[0]
-    assert decided[at[16].id].route(twelve) == at[18]
-    assert decided[at[14].id].branches == (at[14], at[16], at[18])
-    assert decided[at[63].id].route(twelve) == at[65] and decided[at[63].id].is_else(at[65])
-    assert decided[at[26].id].newer_branch_takes(at[26], twelve)
-    assert decided[at[28].id].newer_branch_takes(at[28], twelve)
-    assert not decided[at[63].id].newer_branch_takes(at[63], twelve)  # the else is a fallback
-    assert at[40].guards == at[44].guards == Guards.REJECT and not at[40].surely
-    assert 54 not in at  # TLLM_CHECK_WITH_INFO(sm_version ...) in the SM100 constructor
+    sm90, sm100, sm120 = line("(sm == 90)"), line("(sm >= 100 && sm < 120)"), line("(sm == 120 || sm == 121)")
+    assert decided[at[sm100].id].route(twelve) == at[sm120]
+    assert decided[at[sm90].id].branches == (at[sm90], at[sm100], at[sm120])
+    fast, slow = line("(sm >= 90 && sm < 120)"), line("run_slow") - 1
+    assert decided[at[fast].id].route(twelve) == at[slow] and decided[at[fast].id].is_else(at[slow])
+    turing, ampere = line("(sm >= 75 && sm < 80)"), line("(sm >= 80 && sm < 90)")
+    assert decided[at[turing].id].newer_branch_takes(at[turing], twelve)
+    assert decided[at[ampere].id].newer_branch_takes(at[ampere], twelve)
+    assert not decided[at[fast].id].newer_branch_takes(at[fast], twelve)  # the else is a fallback
+    refusals = line("&& !valid) {"), line("(sm == 120 || sm == 121) && !valid")
+    assert all(at[n].guards == Guards.REJECT and not at[n].surely for n in refusals)
+    assert not {line("Expected SM 10x"), line("(sm_version == 120)"), line("the SM90 arm")} & set(at)
     rules = {f.line: f.rule for f in result.findings if f.file == "chains.cu"}
-    assert rules.get(16) is None and rules.get(40) is None and rules.get(44) is None
-    assert rules[63] == "ARCH001"  # the `else` it falls into is still the fallback
+    assert not {sm100, *refusals} & set(rules)
+    assert rules[fast] == "ARCH001"  # the `else` it falls into is still the fallback
 
 
 def test_a_file_that_does_not_parse_whole_keeps_its_checks():
