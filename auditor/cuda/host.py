@@ -914,7 +914,7 @@ class _File:
             return
         self.walk(cond, outer)
         subject = self.top_scalar(cond)
-        shown = _one_line(_text(cond, self.data)).strip("() ")
+        shown = _condition_text(cond, self.data)
         if not _mentions(subject):
             self.walk(body, outer)
             return

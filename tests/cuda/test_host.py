@@ -103,6 +103,9 @@ def test_chains_give_each_target_its_route(result):
     rules = {f.line: f.rule for f in result.findings if f.file == "chains.cu"}
     assert not {sm100, *refusals} & set(rules)
     assert rules[fast] == "ARCH001"  # the `else` it falls into is still the fallback
+    sm10x, sm12x = line("case 103:"), line("case 121:")
+    assert at[sm10x].chain == ("sm_of(dev) == 100 || sm_of(dev) == 103",)
+    assert decided[at[sm10x].id].route(twelve) == at[sm12x] and sm10x not in rules
 
 
 def test_a_file_that_does_not_parse_whole_keeps_its_checks():
