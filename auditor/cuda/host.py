@@ -428,6 +428,9 @@ class _File:
         self.checks: list[Check] = []
         self.seen: set[tuple[int, str]] = set()
         self.configured: set[str] = set()
+        """Parameters with a literal default (``int sm_version = 100``) in the function walked:
+        a value the caller chooses (one constructor per architecture), not the device's SM,
+        whatever their name."""
         self.chosen: frozenset[str] = frozenset()
         """See :func:`_chosen_members`."""
         self.tab = table()
@@ -438,9 +441,7 @@ class _File:
         """Follow values through one function; with ``record``, keep its checks."""
         self.record = record
         self.env: dict[str, Value] = {}
-        self.configured: set[str] = set()
-        """Parameters with a literal default (``int sm_version = 100``): a value the caller
-        chooses (one constructor per architecture), not the device's SM, whatever their name."""
+        self.configured = set()
         self.function = _function_name(f, self.data)
         self.returns: list[Value] = []
         if f.type in ("static_assert_declaration", "compound_statement"):

@@ -61,7 +61,6 @@ class Decision:
         m = _NEGATED.match(branch.chain[-1])
         return m is not None and m.group(1) == self.branches[i - 1].chain[-1]
 
-
     def newer_branch_takes(self, branch: Gate, target: Target) -> bool:
         """The target takes a later branch written for newer devices than ``branch``: a branch
         that does work, not the ``else``, and admits nothing as old as what ``branch`` admits
