@@ -198,6 +198,7 @@ def _scan(data: bytes, regions: list[tuple[int, int]]) -> HostScan:
     functions = list(_functions(root, data))
     named = [(_function_name(f, data), f) for f in functions]
     file = _File(data, {n: f for n, f in named if n})
+    file.chosen = _chosen_members(functions, data)
     for n, _ in named:
         file.definitions[n] = file.definitions.get(n, 0) + 1
     # Helpers and parameters first (a function returning a capability value is a source for
@@ -222,6 +223,25 @@ def _scan(data: bytes, regions: list[tuple[int, int]]) -> HostScan:
     for f in todo:
         file.walk_function(f, record=True)
     return HostScan(tuple(sorted(file.checks, key=lambda c: c.line)), tuple(file.helpers.values()))
+
+
+def _chosen_members(functions: list[Node], data: bytes) -> frozenset[str]:
+    """Members a constructor of the file sets to a nonzero number (``: sm_version(120)``): the
+    architecture of a configuration object, one constructor per architecture, not the device's
+    SM, whatever their name (a member set to the device's SM is set from a call)."""
+    out = set()
+    for f in functions:
+        inits = next((c for c in f.children if c.type == "field_initializer_list"), None)
+        for init in inits.named_children if inits is not None else ():
+            name = next((c for c in init.named_children if c.type == "field_identifier"), None)
+            args = init.child_by_field_name("arguments") or next(
+                (c for c in init.named_children if c.type == "argument_list"), None
+            )
+            values = [c for c in args.named_children if c.type != "comment"] if args is not None else []
+            if name is not None and len(values) == 1 and values[0].type == "number_literal":
+                if _number(_text(values[0], data)) not in (("num", 0, False), ("num", -1, False)):
+                    out.add(_text(name, data))
+    return frozenset(out)
 
 
 _BLANK = bytes(10 if b == 10 else 32 for b in range(256))
@@ -407,6 +427,12 @@ class _File:
         """The bindings of the previous pass, which parameters take."""
         self.checks: list[Check] = []
         self.seen: set[tuple[int, str]] = set()
+        self.configured: set[str] = set()
+        """Parameters with a literal default (``int sm_version = 100``) in the function walked:
+        a value the caller chooses (one constructor per architecture), not the device's SM,
+        whatever their name."""
+        self.chosen: frozenset[str] = frozenset()
+        """See :func:`_chosen_members`."""
         self.tab = table()
 
     # walking -----------------------------------------------------------------------------
@@ -415,6 +441,7 @@ class _File:
         """Follow values through one function; with ``record``, keep its checks."""
         self.record = record
         self.env: dict[str, Value] = {}
+        self.configured = set()
         self.function = _function_name(f, self.data)
         self.returns: list[Value] = []
         if f.type in ("static_assert_declaration", "compound_statement"):
@@ -452,10 +479,13 @@ class _File:
             name = self._declared_name(p)
             typ = p.child_by_field_name("type")
             kind = self.tab.types.get(_bare(_text(typ, self.data))) if typ is not None else None
+            default = p.child_by_field_name("default_value")
             if i in bound:
                 self.env[name] = bound[i]
             elif kind:
                 self.env[name] = _source(kind)
+            elif default is not None and default.type == "number_literal":
+                self.configured.add(name)
             i += 1
 
     def _declared_name(self, n: Node) -> str:
@@ -656,11 +686,11 @@ class _File:
                 name = _text(member, self.data)
                 if isinstance(of, dict) and name in of:
                     return of[name]
-                if name in self.tab.members:
+                if name in self.tab.members and not (base.type == "this" and name in self.chosen):
                     return ("call", NAMED + name, "")
             return _unknown(text)
         bare = _bare(key)
-        if bare in self.tab.names and bare == key.split("::")[-1]:
+        if bare in self.tab.names and bare == key.split("::")[-1] and key not in self.configured | self.chosen:
             return ("call", NAMED + bare, "")
         for pattern, value in self.tab.constants:
             if m := pattern.match(bare):
@@ -885,7 +915,7 @@ class _File:
             return
         self.walk(cond, outer)
         subject = self.top_scalar(cond)
-        shown = _one_line(_text(cond, self.data)).strip("() ")
+        shown = _condition_text(cond, self.data)
         if not _mentions(subject):
             self.walk(body, outer)
             return

@@ -61,6 +61,25 @@ class Decision:
         m = _NEGATED.match(branch.chain[-1])
         return m is not None and m.group(1) == self.branches[i - 1].chain[-1]
 
+    def newer_branch_takes(self, branch: Gate, target: Target) -> bool:
+        """The target takes a later branch written for newer devices than ``branch``: a branch
+        that does work, not the ``else``, and admits nothing as old as what ``branch`` admits
+        (``sm >= 75 && sm < 80`` then ``else if (sm >= 90)``): ``branch`` is the path for older
+        devices, not the target's gate. A later ``else`` or a branch shared with older devices
+        (``else if (sm >= 80)`` after ``sm >= 90 && sm < 120``) does not count."""
+        route = self.route(target)
+        if route is None or route.id == branch.id or branch not in self.branches or self.table:
+            return False
+        if self.branches.index(route) < self.branches.index(branch) or self.is_else(route):
+            return False
+        mine, theirs = capabilities_of(branch), capabilities_of(route)
+        return (
+            route.guards in (Guards.TAKE, Guards.DEFINE)
+            and bool(mine)
+            and bool(theirs)
+            and Capability.parse(theirs[0]) > Capability.parse(mine[-1])
+        )
+
 
 def takes(branch: Gate, target: Target) -> bool:
     """Whether ``target`` may take the branch (its own condition and the chain before it hold)."""
@@ -88,7 +107,8 @@ def decisions(gates: Iterable[Gate]) -> dict[str, Decision]:
     def before(key: tuple[str, str, tuple[str, ...]], g: Gate) -> Gate | None:
         i = bisect.bisect_left(lines.get(key, ()), g.line)
         s = by_chain[key][i - 1] if i else None
-        return s if s is not None and 0 < g.line - max(s.body_lines[1], s.line) <= NEAR else None
+        # 0: C++ writes the next branch on the line that closes the last (``} else if (…) {``)
+        return s if s is not None and 0 <= g.line - max(s.body_lines[1], s.line) <= NEAR else None
 
     def previous(g: Gate) -> Gate | None:
         """The branch right before ``g`` in its chain: the sibling its last negation names

@@ -284,7 +284,9 @@ def target_has_own_branch(v: GateView) -> bool:
     beside the ``sm120a`` one): the decision gives it its own path and excludes nothing."""
     gate = v.gate
     return bool(v.excluded) and all(
-        (r := v.routes[t.label]) is not None and r.id != gate.id and own_branch(r, t) for t in v.excluded
+        ((r := v.routes[t.label]) is not None and r.id != gate.id and own_branch(r, t))
+        or v.branches.newer_branch_takes(gate, t)
+        for t in v.excluded
     )
 
 

@@ -11,6 +11,7 @@ from auditor import arch
 from auditor.cuda import host
 from auditor.model import GateKind, Guards
 from auditor.pipeline import Options, audit
+from auditor.rules.decisions import decisions
 from auditor.verdicts import allowed, verdicts
 from tests.conftest import FIXTURES, wheel
 
@@ -75,6 +76,39 @@ def test_findings_through_the_rules(result):
     assert ("checks.cu", 80) not in rules  # the `if ... return` before it takes 12.x
 
 
+def test_chains_give_each_target_its_route(result):
+    """A later sibling that takes 12.x is its route (``} else if`` on the closing brace's line
+    too); a refusal that returns ``{}`` on a condition the evaluator cannot pin down rejects
+    nothing for sure; a parameter with a literal default, or a member a constructor sets to an
+    SM number, is the configuration's architecture, not the device's SM."""
+    lines = (HOST / "chains.cu").read_text().splitlines()
+
+    def line(text: str) -> int:
+        return next(n for n, written in enumerate(lines, 1) if text in written)
+
+    decided = decisions(g for g in result.gates if g.file == "chains.cu")
+    at = {g.line: g for g in result.gates if g.file == "chains.cu"}
+    twelve = arch.parse_targets("12.0")[0]
+    sm90, sm100, sm120 = line("(sm == 90)"), line("(sm >= 100 && sm < 120)"), line("(sm == 120 || sm == 121)")
+    assert decided[at[sm100].id].route(twelve) == at[sm120]
+    assert decided[at[sm90].id].branches == (at[sm90], at[sm100], at[sm120])
+    fast, slow = line("(sm >= 90 && sm < 120)"), line("run_slow") - 1
+    assert decided[at[fast].id].route(twelve) == at[slow] and decided[at[fast].id].is_else(at[slow])
+    turing, ampere = line("(sm >= 75 && sm < 80)"), line("(sm >= 80 && sm < 90)")
+    assert decided[at[turing].id].newer_branch_takes(at[turing], twelve)
+    assert decided[at[ampere].id].newer_branch_takes(at[ampere], twelve)
+    assert not decided[at[fast].id].newer_branch_takes(at[fast], twelve)  # the else is a fallback
+    refusals = line("&& !valid) {"), line("(sm == 120 || sm == 121) && !valid")
+    assert all(at[n].guards == Guards.REJECT and not at[n].surely for n in refusals)
+    assert not {line("Expected SM 10x"), line("(sm_version == 120)"), line("the SM90 arm")} & set(at)
+    rules = {f.line: f.rule for f in result.findings if f.file == "chains.cu"}
+    assert not {sm100, *refusals} & set(rules)
+    assert rules[fast] == "ARCH001"  # the `else` it falls into is still the fallback
+    sm10x, sm12x = line("case 103:"), line("case 121:")
+    assert at[sm10x].chain == ("sm_of(dev) == 100 || sm_of(dev) == 103",)
+    assert decided[at[sm10x].id].route(twelve) == at[sm12x] and sm10x not in rules
+
+
 def test_a_file_that_does_not_parse_whole_keeps_its_checks():
     data = b"""
 template <typename T> __global__ void k(T* x) { x[0] = 1; }
@@ -113,21 +147,27 @@ def _sites(result, wanted: dict[tuple[str, int], dict[str, str]]) -> dict:
 def test_flashinfer_053_sites():
     result = audit([str(wheel("flashinfer-python==0.5.3"))], Options(jobs=1))
     excluded = {"12.0": "excludes", "12.1": "excludes"}
+    admitted = {"12.0": "admits", "12.1": "admits"}
     wanted = {
         ("kernels/cutlass_kernels/cutlass_heuristic.cpp", 653): excluded,
-        ("cutlass_extensions/gemm_configs.h", 372): excluded,
-        ("cutlass_extensions/gemm_configs.h", 387): excluded,
-        ("moe_gemm/moe_gemm_template_dispatch.h", 600): excluded,
+        ("kernels/cutlass_kernels/cutlass_heuristic.cpp", 656): admitted,
+        # `return {}` when the MoE specialisation is invalid: rejects nothing for sure
+        ("moe_gemm/moe_gemm_template_dispatch.h", 600): admitted,
         ("moe_gemm/moe_gemm_template_dispatch_tma_ws.h", 450): excluded,
+        ("moe_gemm/moe_gemm_template_dispatch_tma_ws.h", 472): admitted,
         ("csrc/trtllm_fused_moe_kernel_launcher.cu", 386): excluded,
-        ("cutlass_extensions/gemm_configs.h", 386): {"12.0": "admits", "12.1": "admits"},
     }
     assert _sites(result, wanted) == wanted
-    rules = {(f.file, f.line, f.rule) for f in result.findings}
-    assert any(f.endswith("cutlass_heuristic.cpp") and line == 653 and r == "ARCH001" for f, line, r in rules)
-    assert any(
-        f.endswith("trtllm_fused_moe_kernel_launcher.cu") and line == 386 and r == "ARCH002" for f, line, r in rules
-    )
+    # the SM100 constructor's check of the sm_version its caller chose, and the tile getters
+    # that read the member the per-architecture constructors set: not the device's SM
+    configs = {g.line for g in result.gates if g.file.endswith("cutlass_extensions/gemm_configs.h")}
+    assert not {372, 386, 387} & configs
+    rules = {(f.file.rsplit("/", 1)[-1], f.line): f.rule for f in result.findings}
+    assert rules[("trtllm_fused_moe_kernel_launcher.cu", 386)] == "ARCH002"
+    # a sibling takes 12.x: its own route, no finding on the 10.x branch
+    for site in [("cutlass_heuristic.cpp", 653), ("moe_gemm_template_dispatch_tma_ws.h", 450)]:
+        assert site not in rules
+    assert ("moe_gemm_template_dispatch.h", 600) not in rules
 
 
 @pytest.mark.slow

@@ -176,3 +176,37 @@ def test_one_flag_at_several_uses_in_a_function_is_one_finding():
     assert one.line == 10 and len(one.also) == 3 and one.root == "the flag `use_psum_layout` in `Experts.apply`"
     elsewhere = [*uses[:1], gate("g", "pkg/moe.py", 90, "use_psum_layout", language="python", context="other")]
     assert len(roots.fold([finding(g, "ARCH002") for g in elsewhere], {g.id: g for g in elsewhere})) == 2
+
+
+OLDER_THEN_NEWER = """import torch
+
+
+def pick():
+    major, minor = torch.cuda.get_device_capability()
+    if major == 8:
+        return ampere()
+    elif major >= 9:
+        return hopper_or_newer()
+    elif major == 7:
+        return volta()
+"""
+
+
+def test_a_later_branch_for_newer_devices_takes_the_target_from_a_branch_for_older_ones():
+    gates, _ = run("t.py", OLDER_THEN_NEWER)
+    by_line = {g.line: g for g in gates}
+    decision = decisions(gates)[by_line[6].id]
+    assert decision.route(T120) is by_line[8]
+    assert decision.newer_branch_takes(by_line[6], T120)  # `major == 8`: the path for older devices
+    assert not decision.newer_branch_takes(by_line[8], T120)  # the route itself
+    assert not decision.newer_branch_takes(by_line[10], T120)  # the route is earlier
+
+
+def test_a_later_fallback_shared_with_older_devices_is_not_a_newer_branch():
+    text = "import torch\nmajor, minor = torch.cuda.get_device_capability()\n"
+    text += "if major >= 9 and major < 12:\n    fast()\nelif major >= 8:\n    slow()\nelse:\n    slowest()\n"
+    gates, _ = run("t.py", text)
+    by_line = {g.line: g for g in gates}
+    decision = decisions(gates)[by_line[3].id]
+    assert decision.route(T120) is by_line[5]
+    assert not decision.newer_branch_takes(by_line[3], T120)
