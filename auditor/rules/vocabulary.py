@@ -281,7 +281,8 @@ def earlier_branch_takes_target(v: GateView) -> bool:
 def target_has_own_branch(v: GateView) -> bool:
     """Every excluded target takes another branch of the decision written for its generation
     (``elif major == 12 and minor == 1``, ``elif is_sm120_supported()``, the ``sm121a`` row
-    beside the ``sm120a`` one): the decision gives it its own path and excludes nothing."""
+    beside the ``sm120a`` one), or a later branch written for newer parts than this one (a Turing arm
+    before ``else if (sm >= 90)``): the decision gives it its own path and excludes nothing."""
     gate = v.gate
     return bool(v.excluded) and all(
         ((r := v.routes[t.label]) is not None and r.id != gate.id and own_branch(r, t))
