@@ -21,6 +21,7 @@ from auditor.model import Finding, Gate, Resolution, ResolvedBy, Severity
 
 SHOWN = 4
 """Other sites a message names; the rest are counted."""
+_WORD = re.compile(r"[A-Za-z_]\w*")
 _FLAG = re.compile(r"(?:not\s+)?([A-Za-z_][\w.]*)")
 """A condition that is one flag (``use_psum_layout``, ``not self.use_fused``): its uses in one
 function are one decision made once, where the flag is set."""
@@ -58,8 +59,14 @@ def root_of(gate: Gate) -> str:
 
 
 def _defined(gate: Gate) -> tuple[tuple[str, str, int], ...]:
-    """The named definitions, a vendored one by its path inside the tree (copies agree)."""
-    return tuple(sorted({(r.name, vendored(r.file)[1] or r.file, r.line) for r in named_definitions(gate)}))
+    """The named definitions, a vendored one by its path inside the tree and not its line (two
+    releases of CUTLASS define ``CUTLASS_ARCH_TCGEN_ENABLED`` in one header, lines apart)."""
+    return tuple(sorted({_where(r) for r in named_definitions(gate)}))
+
+
+def _where(r: Resolution) -> tuple[str, str, int]:
+    inside = vendored(r.file)[1]
+    return (r.name, inside, 0) if inside else (r.name, r.file, r.line)
 
 
 def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding]:
@@ -137,9 +144,14 @@ def _homes(groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate]) -> 
 
 
 def _through(gate: Gate) -> list[Resolution]:
-    """The definitions a gate resolves through, those its condition names first."""
-    named = named_definitions(gate)
-    return [*named, *(r for r in gate.resolutions if r not in named)]
+    """The definitions a gate's condition names, then those their values name, nearest first
+    (``ENABLE = _compute_enable()``): the chain a use's verdict comes down, not every helper
+    the evaluation passed (``fa_version`` in ``x and fa_version == 4`` is not the cause)."""
+    by_name = {r.name: r for r in gate.resolutions}
+    out = list(named_definitions(gate))
+    for r in out:
+        out += [d for word in _WORD.findall(r.detail) if (d := by_name.get(word)) is not None and d not in out]
+    return out
 
 
 def _family(f: Finding) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from auditor import arch
-from auditor.model import Finding
+from auditor.model import Finding, Gate, Resolution
 from auditor.pipeline import Options, audit
-from auditor.rules import engine, rulebook
+from auditor.rules import engine, roots, rulebook
 from tests.conftest import FIXTURES
 
 TREE = FIXTURES / "rules" / "trees" / "roots"
@@ -75,3 +75,43 @@ def test_a_gate_two_rules_judge_alike_keeps_the_more_specific_one(result):
     rules = rulebook.builtin()
     assert [f.rule for f in engine.match(rules, [use], targets)] == ["ARCH003"]
     assert "ARCH003" in next(r for r in rules if r.id == "ARCH002").yields_to
+
+
+def gate(id: str, line: int, expression: str, context: str = "", *resolutions: Resolution) -> Gate:
+    return Gate(
+        id,
+        "pkg/fa.py",
+        line,
+        line,
+        "python",
+        "predicate-call",
+        expression,
+        "device",
+        (),
+        (),
+        "definition",
+        (),
+        resolutions,
+        context=context,
+    )
+
+
+def route(g: Gate) -> Finding:
+    return Finding("ARCH001", "high", g.id, g.file, g.line, "m", input="t", decision=g.id)
+
+
+def test_a_use_follows_the_values_its_condition_names_not_every_helper_passed():
+    """``if ENABLE:`` where ``ENABLE = _compute()`` joins the finding inside ``_compute``;
+    ``if is_hopper or (version == 4 and ...)`` where ``version = pick_version()`` is its own
+    allow-list: the evaluation went through ``pick_version`` but the condition does not name it."""
+    compute = Resolution("_compute", "pkg/fa.py", 1, "def _compute():")
+    pick = Resolution("pick_version", "pkg/fa.py", 10, "def pick_version():")
+    inside = [gate("c", 3, "major == 12", "_compute"), gate("p", 12, "major in (10, 11)", "pick_version")]
+    enable = gate("e", 30, "ENABLE", "", Resolution("ENABLE", "pkg/fa.py", 6, "_compute()"), compute)
+    hopper = Resolution("is_hopper", "pkg/fa.py", 40, "is_hopper = major == 9")
+    own = gate("o", 42, "is_hopper or (version == 4 and is_blackwell)", "fp8_cache", pick, hopper)
+    gates = [*inside, enable, own]
+    out = {f.line: f for f in roots.fold([route(g) for g in gates], {g.id: g for g in gates})}
+    assert sorted(out) == [3, 12, 42]
+    assert out[3].also == (("pkg/fa.py", 30),) and out[3].root == "`_compute` (pkg/fa.py:1)"
+    assert out[12].also == () and out[42].also == ()
