@@ -1,9 +1,12 @@
-"""One finding per root cause: a definition used at many sites, a vendored file copied many times.
+"""One finding per root cause: a definition used at many sites, a condition written many times.
 
-A predicate, flag or derived macro that a condition names carries the decision for every
-gate that uses it (a flag tested at several places of one function is one decision); a header that three vendored copies of CUTLASS share is one file. Their
-findings are folded into one, at the first site, listing the others (``also``) and naming the
-root (``root``). Vendored copies are known by their folder (``data/vendored.json``).
+A predicate, flag or derived macro that a condition names carries the decision for every gate
+that uses it; when the definition holds a finding of its own (the decision that sets the flag),
+the uses fold into that one. A flag tested at several places of one function is one decision;
+the same condition repeated in one file (or in copies of one vendored file) is one cause. The
+folded finding lists the other sites (``also``) and names the root (``root``). Rules that judge
+routes (ARCH001-003, ARCH007) say one thing of a decision and fold together; the others by rule.
+Vendored copies are known by their folder (``data/vendored.json``).
 """
 
 from __future__ import annotations
@@ -14,15 +17,14 @@ from dataclasses import replace
 from functools import cache
 
 from auditor import datafiles
-from auditor.model import Finding, Gate, Resolution, ResolvedBy
+from auditor.model import Finding, Gate, Resolution, ResolvedBy, Severity
 
 SHOWN = 4
 """Other sites a message names; the rest are counted."""
-_FLAG = re.compile(r"(?:not\s+)?[A-Za-z_][\w.]*")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_FLAG = re.compile(r"(?:not\s+)?([A-Za-z_][\w.]*)")
 """A condition that is one flag (``use_psum_layout``, ``not self.use_fused``): its uses in one
 function are one decision made once, where the flag is set."""
-_CALL_ARGS = re.compile(r"\((?:[^()]|\([^()]*\))*\)")
-"""A call's arguments: ``fusion(x.shape[0])`` and ``fusion(n)`` are one use of one definition."""
 
 
 @cache
@@ -57,74 +59,126 @@ def root_of(gate: Gate) -> str:
 
 
 def _defined(gate: Gate) -> tuple[tuple[str, str, int], ...]:
-    """The named definitions, a vendored one by its path inside the tree (copies agree)."""
-    return tuple(sorted({(r.name, vendored(r.file)[1] or r.file, r.line) for r in named_definitions(gate)}))
+    """The named definitions, a vendored one by its path inside the tree and not its line (two
+    releases of CUTLASS define ``CUTLASS_ARCH_TCGEN_ENABLED`` in one header, lines apart)."""
+    return tuple(sorted({_where(r) for r in named_definitions(gate)}))
+
+
+def _where(r: Resolution) -> tuple[str, str, int]:
+    inside = vendored(r.file)[1]
+    return (r.name, inside, 0) if inside else (r.name, r.file, r.line)
 
 
 def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding]:
-    """Findings with one per (rule, root cause): copies of a vendored file and uses of one
-    definition folded into the first, which lists the others. When the definition itself
-    carries a finding of the same rule (the allow-list inside ``apply_fusion()``), its call
-    sites are folded into that one."""
+    """Findings with one per root cause, listing the other sites (``also``).
+
+    Findings group by what they share (:func:`_key`); a group whose condition resolves through
+    a definition that carries a finding of its own (the decision inside
+    ``_compute_enable_deep_gemm()``, the assignment ``use_x = …``) joins that finding's group,
+    transitively, whatever the use's own condition text (``X``, ``not X``, ``X and not Y``).
+    """
     groups: dict[tuple, list[Finding]] = {}
     for f in findings:
         groups.setdefault(_key(f, gates.get(f.gate)), []).append(f)
-    inside = _inside_definitions(groups, gates)
-    for key in [k for k in groups if k[0] == "root"]:
-        first = groups[key][0]
-        gate = gates[first.gate]
-        homes = [inside.get((r.name, r.file, first.rule)) for r in named_definitions(gate)]
-        home = next((h for h in homes if h is not None and h != key and h in groups), None)
-        if home is not None:
-            groups[home] += groups.pop(key)
-    out: list[Finding] = []
+    homes = _homes(groups, gates)
+    parent = {key: key for key in groups}
+
+    def top(key: tuple) -> tuple:
+        while parent[key] != key:
+            key = parent[key]
+        return key
+
+    via: dict[tuple, str] = {}
     for key, group in groups.items():
-        group.sort(key=lambda f: (f.file, f.line))
-        first = group[0]
-        if len(group) == 1 or key[0] == "one":
-            out.extend(replace(f, vendored=vendored(f.file)[0]) for f in group)
+        gate = gates.get(group[0].gate)
+        if key[0] != "root" or gate is None:
             continue
-        roots = [root_of(g) for f in group if (g := gates.get(f.gate)) is not None]
-        root = next((r for r in roots if r), "")
-        if not root and key[0] == "flag":
-            root = f"the flag `{key[5].removeprefix('not ').strip()}` in `{key[4]}`"
-        also = tuple((f.file, f.line) for f in group[1:])
-        tree = vendored(first.file)[0]
-        out.append(replace(first, also=also, root=root, vendored=tree, message=first.message + _note(root, also)))
-    return out
+        for r in _through(gate):
+            home = homes.get(("def", *key[1:3], r.file, r.name)) or homes.get(("at", *key[1:3], r.file, r.line))
+            if home is not None:
+                if top(home) != top(key):
+                    via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
+                    parent[top(key)] = top(home)
+                break
+    members: dict[tuple, list[Finding]] = {}
+    for key, group in groups.items():
+        members.setdefault(top(key), []).extend(group)
+    return [f for key, group in members.items() for f in _folded(key, groups[key], group, gates, via.get(key, ""))]
 
 
-def _inside_definitions(groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate]) -> dict[tuple, tuple]:
-    """(name, file, rule) of a function that holds a finding -> that finding's group key: where
-    the call sites of a definition with a finding of its own go."""
+def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping[str, Gate], via: str) -> list[Finding]:
+    """One finding for a group: the best of the root's own findings, the others as ``also``."""
+    if key[0] == "one":
+        return [replace(f, vendored=vendored(f.file)[0]) for f in group]
+    first = min(own, key=_rank)
+    also = tuple(sorted({(f.file, f.line) for f in group} - {(first.file, first.line)}))
+    tree = vendored(first.file)[0]
+    if not also:
+        return [replace(first, vendored=tree)]
+    root = via or next((r for f in group if (g := gates.get(f.gate)) is not None and (r := root_of(g))), "")
+    if not root and key[0] == "flag":
+        root = f"the flag `{key[5]}` in `{key[4]}`"
+    copies = key[0] == "text" and all(line == first.line and vendored(file)[1] for file, line in also)
+    return [replace(first, also=also, root=root, vendored=tree, message=first.message + _note(root, also, copies))]
+
+
+def _rank(f: Finding) -> tuple:
+    """Which finding of a group speaks for it: the package's own code, then severity, then place."""
+    return (bool(vendored(f.file)[0]), -Severity(f.severity).rank, f.file, f.line)
+
+
+def _homes(groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate]) -> dict[tuple, tuple]:
+    """Where a definition's uses go: the group of a finding inside a function (``def``, by
+    name) or on a line (``at``: an assignment), per input and rule family."""
     out: dict[tuple, tuple] = {}
     for key, group in groups.items():
+        if key[0] == "one":
+            continue
         for f in group:
-            gate = gates.get(f.gate)
-            if gate is not None and gate.context:
-                out.setdefault((gate.context.rpartition(".")[2], gate.file, f.rule), key)
+            gate = gates[f.gate]
+            if gate.context:
+                out.setdefault(("def", *key[1:3], gate.file, gate.context.rpartition(".")[2]), key)
+            for line in range(gate.line, max(gate.end_line, gate.line) + 1):
+                out.setdefault(("at", *key[1:3], gate.file, line), key)
     return out
+
+
+def _through(gate: Gate) -> list[Resolution]:
+    """The definitions a gate's condition names, then those their values name, nearest first
+    (``ENABLE = _compute_enable()``): the chain a use's verdict comes down, not every helper
+    the evaluation passed (``fa_version`` in ``x and fa_version == 4`` is not the cause)."""
+    by_name = {r.name: r for r in gate.resolutions}
+    out = list(named_definitions(gate))
+    for r in out:
+        out += [d for word in _WORD.findall(r.detail) if (d := by_name.get(word)) is not None and d not in out]
+    return out
+
+
+def _family(f: Finding) -> str:
+    """Rules that judge routes say one thing of a decision (its route for the target); the
+    others are grouped by rule."""
+    return "route" if f.decision else f.rule
 
 
 def _key(f: Finding, gate: Gate | None) -> tuple:
-    """What findings of one cause share: the rule and the condition, and the definitions it
-    names (a vendored definition by its path inside the tree, so that copies agree), or for a
-    vendored file without one, the path inside the tree and the line."""
+    """What findings of one cause share: the input, the rule family, and the definitions the
+    condition names (a vendored one by its path inside the tree, so that copies agree); or one
+    flag in one function; or the same condition in one file (copies of a vendored file are one
+    file)."""
     if gate is None:
         return ("one", id(f))
-    tree, inside = vendored(f.file)
     root = _defined(gate)
     if root:
-        return ("root", f.input, f.rule, _CALL_ARGS.sub("()", gate.expression), gate.admits, root)
-    if gate.context and _FLAG.fullmatch(gate.expression):
-        return ("flag", f.input, f.rule, f.file, gate.context, gate.expression, gate.admits)
-    if tree:
-        return ("copy", f.input, f.rule, inside, gate.line, gate.expression)
-    return ("one", id(f))
+        return ("root", f.input, _family(f), root)
+    flag = _FLAG.fullmatch(gate.expression)
+    if gate.context and flag:
+        return ("flag", f.input, _family(f), f.file, gate.context, flag.group(1))
+    where = vendored(f.file)[1] or f.file
+    return ("text", f.input, _family(f), where, " ".join(gate.expression.split()), gate.admits)
 
 
-def _note(root: str, also: tuple[tuple[str, int], ...]) -> str:
+def _note(root: str, also: tuple[tuple[str, int], ...], copies: bool = False) -> str:
     sites = ", ".join(f"{file}:{line}" for file, line in also[:SHOWN])
     more = f" and {len(also) - SHOWN} more" if len(also) > SHOWN else ""
-    cause = f"one root cause, {root}; " if root else "identical copies; "
+    cause = f"one root cause, {root}; " if root else ("identical copies; " if copies else "the same condition; ")
     return f" ({cause}also at {sites}{more})"

@@ -1,0 +1,117 @@
+"""One finding per root cause, on a small tree of the shapes real releases repeat
+(``fixtures/rules/trees/roots``): a flag computed once and used in several files, a predicate and
+its callers, an assignment and its ``if``, one ``#if`` written out at each kernel of a header."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor import arch
+from auditor.model import Finding, Gate, Resolution
+from auditor.pipeline import Options, audit
+from auditor.rules import engine, roots, rulebook
+from tests.conftest import FIXTURES
+
+TREE = FIXTURES / "rules" / "trees" / "roots"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return audit([str(TREE)], Options(jobs=1))
+
+
+def at(result, file: str) -> list[Finding]:
+    return [f for f in result.findings if f.file == file]
+
+
+def sites(f: Finding) -> set[tuple[str, int]]:
+    return {(f.file, f.line), *f.also}
+
+
+def test_a_flag_computed_once_is_one_finding_at_the_decision_that_sets_it(result):
+    """``ENABLE_FAST = _compute_enable_fast()`` (``sm == 120`` turns 12.0 away) is tested as
+    ``ENABLE_FAST``, ``not configurer.ENABLE_FAST`` and ``ENABLE_FAST and get_device_sm() >= 100``
+    in two files: one finding, inside the function that decides, listing every use."""
+    (one,) = at(result, "pkg/configurer.py")
+    assert (one.line, one.rule) == (10, "ARCH003")
+    assert sites(one) == {
+        ("pkg/configurer.py", 10),
+        ("pkg/configurer.py", 16),
+        ("pkg/gemm.py", 4),
+        ("pkg/gemm.py", 9),
+    }
+    assert one.root == "`_compute_enable_fast` (pkg/configurer.py:6)"
+    assert "one root cause, `_compute_enable_fast`" in one.message
+    assert at(result, "pkg/gemm.py") == []
+
+
+def test_a_predicate_and_its_callers_are_one_finding(result):
+    (definition, assignment) = at(result, "pkg/attention.py")
+    assert definition.line == 6 and set(definition.also) == {("pkg/attention.py", 11), ("pkg/attention.py", 14)}
+    assert definition.root == "`_use_wide_heads` (pkg/attention.py:4)"
+    # ``use_cooperative = … in (10, 11)`` and ``if use_cooperative:``
+    assert assignment.line == 23 and assignment.also == (("pkg/attention.py", 24),)
+
+
+def test_one_condition_repeated_in_a_file_is_one_finding_and_another_file_is_another(result):
+    by_file = {f.file: f for f in result.findings if f.file.startswith("csrc/")}
+    assert sorted(by_file) == ["csrc/allreduce.cuh", "csrc/other.cuh"]
+    for file, f in by_file.items():
+        assert f.line == 5 and f.also == ((file, 11), (file, 17)) and f.rule == "ARCH001"
+        assert "the same condition; also at" in f.message and f.root == ""
+
+
+def test_every_count_sees_the_folded_findings(result):
+    assert len(result.findings) == 5
+    assert len({f.decision for f in result.findings}) == 5
+
+
+def test_a_gate_two_rules_judge_alike_keeps_the_more_specific_one(result):
+    """``ENABLE_FAST`` admits 9.0…11.0 and 12.1 but not 12.0: an allow-list of several majors
+    (ARCH002) and a minor trap (ARCH003); the whole difference is a minor, so ARCH003 stays
+    (``yields_to`` in ARCH002's rule file)."""
+    (use,) = [g for g in result.gates if (g.file, g.line) == ("pkg/gemm.py", 4)]
+    targets = arch.parse_targets(arch.DEFAULT_TARGETS)
+    rules = rulebook.builtin()
+    assert [f.rule for f in engine.match(rules, [use], targets)] == ["ARCH003"]
+    assert "ARCH003" in next(r for r in rules if r.id == "ARCH002").yields_to
+
+
+def gate(id: str, line: int, expression: str, context: str = "", *resolutions: Resolution) -> Gate:
+    return Gate(
+        id,
+        "pkg/fa.py",
+        line,
+        line,
+        "python",
+        "predicate-call",
+        expression,
+        "device",
+        (),
+        (),
+        "definition",
+        (),
+        resolutions,
+        context=context,
+    )
+
+
+def route(g: Gate) -> Finding:
+    return Finding("ARCH001", "high", g.id, g.file, g.line, "m", input="t", decision=g.id)
+
+
+def test_a_use_follows_the_values_its_condition_names_not_every_helper_passed():
+    """``if ENABLE:`` where ``ENABLE = _compute()`` joins the finding inside ``_compute``;
+    ``if is_hopper or (version == 4 and ...)`` where ``version = pick_version()`` is its own
+    allow-list: the evaluation went through ``pick_version`` but the condition does not name it."""
+    compute = Resolution("_compute", "pkg/fa.py", 1, "def _compute():")
+    pick = Resolution("pick_version", "pkg/fa.py", 10, "def pick_version():")
+    inside = [gate("c", 3, "major == 12", "_compute"), gate("p", 12, "major in (10, 11)", "pick_version")]
+    enable = gate("e", 30, "ENABLE", "", Resolution("ENABLE", "pkg/fa.py", 6, "_compute()"), compute)
+    hopper = Resolution("is_hopper", "pkg/fa.py", 40, "is_hopper = major == 9")
+    own = gate("o", 42, "is_hopper or (version == 4 and is_blackwell)", "fp8_cache", pick, hopper)
+    gates = [*inside, enable, own]
+    out = {f.line: f for f in roots.fold([route(g) for g in gates], {g.id: g for g in gates})}
+    assert sorted(out) == [3, 12, 42]
+    assert out[3].also == (("pkg/fa.py", 30),) and out[3].root == "`_compute` (pkg/fa.py:1)"
+    assert out[12].also == () and out[42].also == ()
