@@ -377,7 +377,7 @@ def write_baseline(result: AuditResult, args) -> None:
     from auditor.rules import engine
 
     try:
-        args.write_baseline.write_text(engine.baseline_text(result.findings), encoding="utf-8")
+        args.write_baseline.write_text(engine.baseline_text(result.findings, result.gates), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror or exc}") from None
 
