@@ -410,3 +410,17 @@ def test_markdown_fits_a_github_comment():
     md = render.render_markdown(replace(diff.compare(result(), result(*many)), mode="pr"))
     assert len(md) <= 65_536 - 512 and md.startswith(render.MARKER)
     assert "more_ |" in md  # the rows left out are counted
+
+
+def test_a_moved_file_is_not_removed_and_added(tmp_path):
+    from auditor import diff as diffing
+    from tests.render.render_support import scan
+
+    source = (FIXTURES / "reports" / "pkg" / "fusion.py").read_text("utf-8")
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "pkg").mkdir(parents=True)
+    (new / "kernels").mkdir(parents=True)
+    (old / "pkg" / "fusion.py").write_text(source, "utf-8")
+    (new / "kernels" / "allreduce_fusion.py").write_text(source, "utf-8")
+    result = diffing.compare(scan(old, formats=()), scan(new, formats=()))
+    assert result.changes == () and result.unchanged == 1
