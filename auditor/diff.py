@@ -218,11 +218,18 @@ def _edited_in_place(
 
 def _change(status: Status, old: Gate | None, new: Gate | None, how: How, targets, sides) -> GateChange:
     old_side, new_side = sides
-    findings: tuple[Finding, ...] = ()
-    if new is not None:
-        known = {f.rule for f in old_side.findings.get(old.id, [])} if old is not None else set()
-        findings = tuple(f for f in new_side.findings.get(new.id, []) if f.rule not in known)
-    return GateChange(status, old, new, how, _deltas(old, new, targets), findings=findings)
+    before = old_side.findings.get(old.id, []) if old is not None else []
+    after = new_side.findings.get(new.id, []) if new is not None else []
+    known, kept = {f.rule for f in before}, {f.rule for f in after}
+    return GateChange(
+        status,
+        old,
+        new,
+        how,
+        _deltas(old, new, targets),
+        findings=tuple(f for f in after if f.rule not in known),
+        resolved=tuple(f for f in before if f.rule not in kept),
+    )
 
 
 def _meaningful(c: GateChange) -> bool:

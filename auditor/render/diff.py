@@ -23,7 +23,8 @@ from auditor.model import (
     Status,
     Verdict,
 )
-from auditor.render import markdown, report
+from auditor.render import counts, markdown, report
+from auditor.render.counts import STATUSES
 from auditor.render.json import finding_document, gate_document
 from auditor.verdicts import toolkit_notes
 
@@ -35,7 +36,6 @@ MARKDOWN_ROWS = 150
 DEFINITIONS_SHOWN = 30
 """Definition changes shown in Markdown and HTML, each with at most ``CALL_SITE_ROWS`` call sites."""
 CALL_SITE_ROWS = 25
-STATUSES = (Status.ADDED, Status.CHANGED, Status.REMOVED)
 
 
 def _verdict_word(v: Verdict | None) -> str:
@@ -77,23 +77,44 @@ def _worst(findings) -> str:
 
 
 def summary(d: DiffResult) -> dict:
-    """Counts the reports lead with."""
-    shown = {s: len(d.by_status(s, explained=True)) for s in STATUSES}
+    """Counts the reports lead with, from :func:`counts.diff_headline` (computed once)."""
+    h = counts.diff_headline(d)
     return {
-        **shown,
-        "unchanged": d.unchanged,
-        "definitions": len(d.definitions),
-        "newly_excludes": {
-            t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.newly_excludes)
-            for t in d.targets
-        },
-        "now_admits": {
-            t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.now_admits)
-            for t in d.targets
-        },
-        "findings": len(d.findings),
-        "errors": len(d.errors),
+        **{str(st): h.count(st) for st in STATUSES},
+        "explained": {str(st): h.explained(st) for st in STATUSES},
+        "unchanged": h.unchanged,
+        "definitions": h.definitions,
+        "newly_excludes": dict(h.newly_excludes),
+        "now_admits": dict(h.now_admits),
+        "new_findings": dict(h.new_findings),
+        "resolved_findings": dict(h.resolved_findings),
+        "findings": h.failing,
+        "errors": h.errors,
     }
+
+
+def section_count(s: dict, status: str) -> str:
+    """A section's heading count: the headline's, and how many of them the definitions show."""
+    under = s["explained"][status]
+    return f"{s[status]:,}" + (f"; {under:,} of them under the definition changes above" if under else "")
+
+
+def headline_lines(d: DiffResult) -> list[str]:
+    """The summary in words, the same in text, Markdown and HTML."""
+    s = summary(d)
+    lines = [
+        f"{s['added']:,} added, {s['changed']:,} changed, {s['removed']:,} removed, {s['unchanged']:,} unchanged gates; "
+        f"{s['definitions']:,} definition change(s)"
+    ]
+    new = ", ".join(f"{n:,} {sev}" for sev, n in s["new_findings"].items() if n) or "none"
+    gone = ", ".join(f"{n:,} {sev}" for sev, n in s["resolved_findings"].items() if n) or "none"
+    lines.append(f"new findings: {new}; resolved findings: {gone}")
+    for t in d.targets:
+        lines.append(
+            f"{t.label}: {s['newly_excludes'][t.label]:,} decision(s) newly turn it away, "
+            f"{s['now_admits'][t.label]:,} now let it in"
+        )
+    return lines
 
 
 def _side(inputs) -> str:
@@ -168,22 +189,13 @@ def render_text(d: DiffResult) -> str:
         f"archaudit {'pr' if d.mode == 'pr' else 'diff'}: {_side(d.old_inputs)} -> {_side(d.new_inputs)}; "
         f"targets {targets}"
     ]
-    out.append(
-        f"{s['added']} added, {s['changed']} changed, {s['removed']} removed, {s['unchanged']} unchanged; "
-        f"{s['definitions']} definition change(s)"
-    )
-    for t in d.targets:
-        if s["newly_excludes"][t.label] or s["now_admits"][t.label]:
-            out.append(
-                f"  {t.label}: {s['newly_excludes'][t.label]} gate(s) newly exclude it, "
-                f"{s['now_admits'][t.label]} now admit it"
-            )
+    out += headline_lines(d)
     for dc in d.definitions:
         out += [""] + _text_definition(dc, d)
     for status in STATUSES:
         rows = d.by_status(status)
         if rows:
-            out += ["", f"{status} ({len(rows)}):"]
+            out += ["", f"{status} ({section_count(s, status)}):"]
             for c in rows:
                 out += _text_change(c, d)
     if not d.changes:
@@ -311,9 +323,17 @@ def _row(c: GateChange, d: DiffResult) -> Row:
 def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
     """The plain view-model the templates receive; at most ``limit`` rows per table."""
     sections = []
+    counted = summary(d)
     for status in STATUSES:
         rows = [_row(c, d) for c in d.by_status(status)]
-        sections.append({"status": status, "rows": rows[:limit], "omitted": max(0, len(rows) - limit)})
+        sections.append(
+            {
+                "status": status,
+                "rows": rows[:limit],
+                "omitted": max(0, len(rows) - limit),
+                "count": section_count(counted, status),
+            }
+        )
     definitions = [
         {
             "name": dc.name,
@@ -335,7 +355,8 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
         "targets": [t.label for t in d.targets],
         "old": [(i.path, i.kind) for i in d.old_inputs],
         "new": [(i.path, i.kind) for i in d.new_inputs],
-        "summary": summary(d),
+        "summary": counted,
+        "headline": headline_lines(d),
         "sections": sections,
         "definitions": definitions,
         "definitions_omitted": max(0, len(d.definitions) - DEFINITIONS_SHOWN),
