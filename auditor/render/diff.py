@@ -381,9 +381,90 @@ def render_markdown(d: DiffResult) -> str:
         limit //= 2
 
 
+HTML_FIELDS = (
+    "status",
+    "file",
+    "line",
+    "kind",
+    "expression",
+    "was",
+    "admits_before",
+    "admits_after",
+    "verdicts",
+    "delta",
+    "severity",
+    "findings",
+    "resolved",
+    "definition",
+    "toolkits",
+    "guards",
+)
+"""A change's row in the diff page's data is a list in this order (30,000 rows, names once)."""
+
+
+def page_data(d: DiffResult) -> dict:
+    """The diff page's rows as compact JSON-ready data: strings interned, worst new finding
+    first, then the changes that move a verdict, then by place."""
+    from auditor.render.html import Interner, shown
+
+    strings = Interner()
+
+    def finding_rows(findings) -> list:
+        return [[report.severity_rank(f.severity), strings(f.rule), strings(f.message)] for f in findings]
+
+    def row(c: GateChange) -> list:
+        worst = min((report.severity_rank(f.severity) for f in c.findings), default=len(report.SEVERITIES))
+        values = {
+            "status": strings(c.status),
+            "file": strings(c.gate.file),
+            "line": c.gate.line,
+            "kind": strings(c.gate.kind),
+            "expression": strings(c.gate.expression),
+            "was": strings(c.old.expression if c.how == How.REWRITTEN and c.old else ""),
+            "admits_before": strings(_admits(c.old)),
+            "admits_after": strings(_admits(c.new)),
+            "verdicts": [[strings(_verdict_word(v.before)), strings(_verdict_word(v.after))] for v in c.verdicts],
+            "delta": strings("; ".join(c.delta)),
+            "severity": worst,
+            "findings": finding_rows(c.findings),
+            "resolved": finding_rows(c.resolved),
+            "definition": strings(c.definition or ", ".join(c.causes)),
+            "toolkits": strings(toolkit_cell(c, d)),
+            "guards": strings(c.gate.guards),
+        }
+        return [values[k] for k in HTML_FIELDS]
+
+    ordered = sorted(
+        d.changes,
+        key=lambda c: (
+            min((report.severity_rank(f.severity) for f in c.findings), default=len(report.SEVERITIES)),
+            not c.delta,
+            c.gate.file,
+            c.gate.line,
+        ),
+    )
+    rows = [row(c) for c in ordered]
+    page = {
+        "targets": [t.label for t in d.targets],
+        "severities": list(report.SEVERITIES),
+        "fields": list(HTML_FIELDS),
+        "strings": strings.items,
+        "rows": rows,
+    }
+    return {k: v if k == "rows" else shown(v, "\n") for k, v in page.items()}
+
+
 def render_html(d: DiffResult) -> str:
-    """A self-contained HTML page (autoescaped template)."""
-    return report.templates().get_template("diff.html.j2").render(**view(d))
+    """A self-contained HTML page: the summary first (new and resolved findings by severity,
+    routes changed per target, definition changes with the sites they reach), then every
+    change in a filterable, virtualised table drawn by the page's script from JSON."""
+    from auditor.render.html import script_json
+
+    return (
+        report.templates()
+        .get_template("diff.html.j2")
+        .render(**view(d, DEFINITIONS_SHOWN), data=script_json(page_data(d)))
+    )
 
 
 # -- SARIF ---------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ def _runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
-class _Interner:
+class Interner:
     """Repeated values stored once; rows refer to them by index."""
 
     def __init__(self) -> None:
@@ -117,7 +117,7 @@ def _lexer(language: str) -> Lexer:
     return PythonLexer(**options) if language == "python" else CudaLexer(**options)
 
 
-def _highlight(lines: Mapping[int, str], language: str, classes: _Interner) -> list:
+def _highlight(lines: Mapping[int, str], language: str, classes: Interner) -> list:
     """Runs of consecutive lines as ``[first_line, [[class, text, class, text, ...], ...]]``."""
     out = []
     for first, last in _runs(lines):
@@ -141,11 +141,11 @@ def _highlight(lines: Mapping[int, str], language: str, classes: _Interner) -> l
 def view(result: AuditResult) -> dict:
     """The page's data as one JSON-ready dict; repeated strings, sets and facts are interned."""
     targets = result.targets
-    strings, sets, facts, resolutions, classes = _Interner(), _Interner(), _Interner(), _Interner(), _Interner()
+    strings, sets, facts, resolutions, classes = Interner(), Interner(), Interner(), Interner(), Interner()
     classes("")
     columns = {"target": list(arch.target_order()), "device": list(arch.capabilities())}
     position = {d: {a: i for i, a in enumerate(cols)} for d, cols in columns.items()}
-    files = _Interner()
+    files = Interner()
     by_gate = report.findings_by_gate(result)
     rules = report.rules_of(result)
     excerpts = {(e.input, e.file): dict(e.lines) for e in result.excerpts}
@@ -245,17 +245,17 @@ def view(result: AuditResult) -> dict:
     # Scanned text is shown as the page's text: control characters and bidi overrides as
     # visible escapes, as in every report; tabs kept in excerpts, line breaks kept everywhere
     # (the script lays them out; an escaped one would read as a literal ``\n``). Gate rows hold no text.
-    return {k: v if k == "gates" else _shown(v, "\t\n" if k == "code" else "\n") for k, v in page.items()}
+    return {k: v if k == "gates" else shown(v, "\t\n" if k == "code" else "\n") for k, v in page.items()}
 
 
-def _shown(value: Any, keep: str = "") -> Any:
+def shown(value: Any, keep: str = "") -> Any:
     """``value`` with every string in it made printable (lists and dict values walked)."""
     if isinstance(value, str):
         return printable(value, keep)
     if isinstance(value, list):
-        return [_shown(v, keep) for v in value]
+        return [shown(v, keep) for v in value]
     if isinstance(value, dict):
-        return {k: _shown(v, keep) for k, v in value.items()}
+        return {k: shown(v, keep) for k, v in value.items()}
     return value
 
 
