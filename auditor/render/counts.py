@@ -71,7 +71,9 @@ class DiffHeadline:
     unchanged: int
     definitions: int
     newly_excludes: tuple[tuple[str, int], ...]
-    """Per target: decisions (or gates outside any) that turn it away now and did not before."""
+    """Per target: decisions that turn it away now and did not before, with a new finding that
+    says so (the thousands of added gates no rule judges, ``#if __CUDA_ARCH__ < 700`` in a
+    vendored tree, are counted as added gates, not as routes)."""
     now_admits: tuple[tuple[str, int], ...]
     """Per target: decisions whose gate still stands and lets it in now (a removed gate is not one)."""
     new_findings: tuple[tuple[str, int], ...]
@@ -106,7 +108,7 @@ def diff_headline(d: DiffResult) -> DiffHeadline:
     back: dict[str, set[str]] = {t: set() for t in labels}
     for c in d.changes:
         for v in c.verdicts:
-            if v.newly_excludes:
+            if v.newly_excludes and c.findings:
                 away[v.target].add(_decision(c))
             elif v.now_admits:
                 back[v.target].add(_decision(c))
