@@ -38,7 +38,7 @@ def mark_vendored(result: AuditResult, globs: Sequence[str]) -> AuditResult:
     vendored, in addition to the folders archaudit knows (``data/vendored.json``)."""
     if not globs:
         return result
-    specs = [(tree_name(g), pathspec.PathSpec.from_lines("gitwildmatch", [g])) for g in globs]
+    specs = [(tree_name(g), pathspec.GitIgnoreSpec.from_lines([g])) for g in globs]
 
     def tree(path: str) -> str:
         return next((name for name, spec in specs if spec.match_file(path)), "")
