@@ -298,6 +298,6 @@ def render(result: AuditResult) -> str:
             severities=report.SEVERITIES,
             classifications=[c for c, _ in summary.by_classification],
             domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in Domain],
-            roots=len({(f.input, f.root or f.decision or f.gate) for f in result.findings if f.gate}),
+            roots=sum(1 for f in result.findings if f.gate),  # the page's script groups them by root cause
         )
     )
