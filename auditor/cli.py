@@ -120,9 +120,7 @@ def _baseline_arguments(p: argparse.ArgumentParser) -> None:
 
 def _view_arguments(p: argparse.ArgumentParser) -> None:
     """What a scan's reports show (every format alike)."""
-    p.add_argument(
-        "--only-excluding", action="store_true", help="only gates that exclude a target, and their findings"
-    )
+    p.add_argument("--only-excluding", action="store_true", help="only gates that exclude a target, and their findings")
     p.add_argument(
         "--vendored",
         action="append",
@@ -431,7 +429,9 @@ def cmd_scan(args) -> int:
     emit(stdout, texts, outputs, args.quiet)
     if outcome.failed:
         return EXIT_ERROR  # the others were scanned and reported; this one could not be read at all
-    return exit_code(outcome.severities if not viewed else [f.severity for f in full.findings], args.fail_on, args.exit_zero)
+    return exit_code(
+        outcome.severities if not viewed else [f.severity for f in full.findings], args.fail_on, args.exit_zero
+    )
 
 
 def view(result: AuditResult, args) -> AuditResult:

@@ -20,7 +20,6 @@ from auditor.model import (
     GateChange,
     Guards,
     How,
-    Status,
     Verdict,
 )
 from auditor.render import counts, markdown, report

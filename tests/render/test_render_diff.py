@@ -42,7 +42,9 @@ def test_counts_agree_across_formats_and_sections(changed):
     for t in ("12.0", "12.1"):
         n, back = s["newly_excludes"][t], s["now_admits"][t]
         assert f"{t}: {n} decision(s) newly turn it away, {back} now let it in" in text
-        assert re.search(rf"<strong>{n}</strong> decisions? newly turns? <span class=\"target\">{re.escape(t)}</span>", page)
+        assert re.search(
+            rf"<strong>{n}</strong> decisions? newly turns? <span class=\"target\">{re.escape(t)}</span>", page
+        )
     rows = json.loads(re.search(r'id="archaudit-diff">(.*?)</script>', page, re.S)[1])["rows"]
     assert len(rows) == s["added"] + s["changed"] + s["removed"], "the page lists every change once"
     resolved = ", ".join(f"{n} {sev}" for sev, n in s["resolved_findings"].items() if n)
