@@ -25,7 +25,7 @@ from auditor.model import (
 from auditor.render import counts, markdown, report
 from auditor.render.counts import STATUSES
 from auditor.render.json import finding_document, gate_document
-from auditor.verdicts import toolkit_notes
+from auditor.verdicts import allowed, toolkit_notes
 
 SCHEMA = "archaudit-diff/1"
 MARKER = "<!-- archaudit -->"
@@ -42,7 +42,12 @@ def _verdict_word(v: Verdict | None) -> str:
 
 
 def _admits(gate: Gate | None) -> str:
-    return "—" if gate is None else arch.compact(gate.domain, gate.admits)
+    """The set a gate admits; for a rejection guard, what it lets through (the verdicts' set)."""
+    if gate is None:
+        return "—"
+    if gate.guards == Guards.REJECT:
+        return "lets through " + arch.compact(gate.domain, allowed(gate))
+    return arch.compact(gate.domain, gate.admits)
 
 
 def _where(c: GateChange) -> str:
