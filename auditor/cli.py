@@ -33,9 +33,10 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("archaudit"))
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _target_arguments(p: argparse.ArgumentParser) -> None:
+    """What a gate is judged for: the targets and the CUDA toolkits."""
     p.add_argument(
-        "--target", default=arch.DEFAULT_TARGETS, help="targets, e.g. 12.0,12.1 or sm_120a (default %(default)s)"
+        "--target", default=None, help=f"targets, e.g. 12.0,12.1 or sm_120a (default {arch.DEFAULT_TARGETS})"
     )
     p.add_argument(
         "--cuda",
@@ -45,6 +46,21 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="evaluate under this CUDA toolkit, e.g. 12.8 (repeatable; default: every known one, "
         "the verdict being the newest chosen one's)",
     )
+
+
+def _input_arguments(p: argparse.ArgumentParser) -> None:
+    """Which files are read, how many workers read them, and the cache."""
+    p.add_argument("--jobs", type=int, default=0, help="worker processes (default: CPU count)")
+    p.add_argument(
+        "--include", action="append", default=[], metavar="GLOB", help="only files matching (gitignore syntax)"
+    )
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching")
+    p.add_argument("--cache-dir", type=Path, default=None, help="cache for downloads and results")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    """Reports: the stdout format, files, links, and what decides the exit code."""
     p.add_argument(
         "--format",
         choices=[f.value for f in Format],
@@ -60,26 +76,37 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="write a report to FILE, format by extension (repeatable)",
     )
     p.add_argument(
-        "--fail-on",
-        choices=[s.value for s in SEVERITIES],
-        default=None,
-        help="exit 1 when a finding is at or above this",
-    )
-    p.add_argument("--jobs", type=int, default=0, help="worker processes (default: CPU count)")
-    p.add_argument(
-        "--include", action="append", default=[], metavar="GLOB", help="only files matching (gitignore syntax)"
-    )
-    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching")
-    p.add_argument("--cache-dir", type=Path, default=None, help="cache for downloads and results")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
-    p.add_argument("--only-excluding", action="store_true", help="text output: only gates that exclude a target")
-    p.add_argument(
         "--link-base",
         metavar="URL",
         default="",
         help="markdown: link file:line to URL/FILE#LLINE (e.g. https://github.com/o/r/blob/SHA)",
     )
-    _rule_arguments(p)
+    _exit_arguments(p)
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="no progress, warnings or 'wrote FILE' line on stderr (errors still)",
+    )
+
+
+def _exit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fail-on",
+        choices=[s.value for s in SEVERITIES],
+        default=None,
+        help="exit 1 when a finding is at or above this",
+    )
+    p.add_argument(
+        "--exit-zero",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="exit 0 even when findings reach --fail-on (2 for errors still)",
+    )
+
+
+def _baseline_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--baseline", type=Path, metavar="FILE", help="report only findings not listed in this baseline file"
     )
@@ -89,6 +116,29 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write this run's findings to FILE as a baseline (--baseline is then not applied)",
     )
+
+
+def _view_arguments(p: argparse.ArgumentParser) -> None:
+    """What a scan's reports show (every format alike)."""
+    p.add_argument("--only-excluding", action="store_true", help="only gates that exclude a target, and their findings")
+    p.add_argument(
+        "--vendored",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="files matching are a vendored tree, listed after the package's own code (repeatable)",
+    )
+    p.add_argument(
+        "--statistics", action="store_true", help="print the number of findings per rule instead of the report"
+    )
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that scan and report: scan, diff and pr."""
+    _target_arguments(p)
+    _input_arguments(p)
+    _output_arguments(p)
+    _rule_arguments(p)
 
 
 def _rule_arguments(p: argparse.ArgumentParser) -> None:
@@ -111,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     scan = sub.add_parser("scan", help="scan inputs (default: this interpreter's site-packages)")
     scan.add_argument("inputs", nargs="*", help="directories, wheels, sdists, files, installed names or name==version")
     _common(scan)
+    _view_arguments(scan)
+    _baseline_arguments(scan)
     from auditor import github
 
     diff = sub.add_parser("diff", help="gates added, removed and changed between two releases or trees")
@@ -132,7 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument(
         "location", help="FILE:LINE (scanned within its project) or INPUT::FILE:LINE (e.g. x.whl::pkg/a.cuh:417)"
     )
-    _common(explain)
+    explain.add_argument("--format", choices=("text", "json"), default=None, help="text (default) or json")
+    _target_arguments(explain)
+    _input_arguments(explain)
+    _exit_arguments(explain)
+    _rule_arguments(explain)
     return parser
 
 
@@ -157,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return EXIT_ERROR if exc.code not in (0, None) else EXIT_CLEAN
     try:
-        return COMMANDS[args.command](args)
+        return COMMANDS[args.command](configure(args))
     except (UsageError, InputError, ValueError) as exc:
         _say(f"archaudit: error: {exc}")
         return EXIT_ERROR
@@ -168,12 +224,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLEAN
 
 
+def configure(args: argparse.Namespace) -> argparse.Namespace:
+    """The command line with the nearest ``[tool.archaudit]`` table's settings filled in where
+    no flag was given (flags win; a list given on the command line replaces the table's)."""
+    from auditor import config
+
+    if args.command == "comment":
+        return args
+    table = config.load(config.find())
+    for key in (*config.LISTS, *config.SCALARS, *config.FLAGS):
+        attr = key.replace("-", "_")
+        if not hasattr(args, attr) or getattr(args, attr) not in (None, []):
+            continue
+        value = table.get(attr)
+        if value is None:
+            continue
+        if key == "target":
+            value = ",".join(value)
+        elif key in ("baseline", "rules"):
+            value = [Path(v) for v in value] if key == "rules" else Path(value)
+        elif key in config.LISTS:
+            value = list(value)
+        setattr(args, attr, value)
+    return args
+
+
 def _options(args, excerpts: bool = False):
     """The pipeline's options; ``excerpts`` when an HTML report will show source lines."""
     from auditor.pipeline import Options
 
-    targets, toolkits = arch.parse_targets(args.target), arch.releases_of(_ids(args.cuda))
+    targets = arch.parse_targets(args.target or arch.DEFAULT_TARGETS)
+    toolkits = arch.releases_of(_ids(args.cuda))
     for label, release in arch.unbuilt(targets, toolkits).items():
+        if getattr(args, "quiet", False):
+            break
         _say(
             f"archaudit: warning: CUDA {', '.join(toolkits)} cannot build for {label}; it is judged as CUDA {release} builds it"
         )
@@ -211,12 +295,20 @@ def _terminal(result: AuditResult) -> str:
     return terminal.render(result)
 
 
-def emit(stdout: str | None, texts: dict[Format, str], outputs: dict[str, Format]) -> None:
-    """Write the reports: ``stdout``, and each -o FILE in its format (:func:`_formats`)."""
+def emit(stdout: str | None, texts: dict[Format, str], outputs: dict[str, Format], quiet: bool = False) -> None:
+    """Write the reports: ``stdout``, and each -o FILE in its format (:func:`_formats`), then
+    one line on stderr naming the files written (not with ``--quiet``)."""
     if stdout:
         sys.stdout.write(stdout)
     for out, f in outputs.items():
         _write(out, texts[f])
+    if outputs and not quiet:
+        _say(wrote_line(outputs))
+
+
+def wrote_line(outputs: dict[str, Format]) -> str:
+    """``archaudit: wrote out.html (html), out.json (json)``."""
+    return "archaudit: wrote " + ", ".join(f"{out} ({f})" for out, f in outputs.items())
 
 
 def _write(out: str, text: str) -> None:
@@ -232,12 +324,12 @@ def _cache_dir(args) -> Path | None:
 
 
 @contextmanager
-def progress(options):
+def progress(options, quiet: bool = False):
     """The options, with a progress bar on stderr when stderr is a terminal (it shows once work
-    outlasts a moment)."""
+    outlasts a moment) and ``--quiet`` is not given."""
     from auditor.render import terminal
 
-    console = terminal.stderr_console()
+    console = None if quiet else terminal.stderr_console()
     if console is None:
         yield options
         return
@@ -270,8 +362,8 @@ def _rule_options(args) -> dict:
     unknown = sorted(set(select + ignore) - engine.known_ids(rules))
     if unknown:
         raise UsageError(f"unknown rule id {', '.join(unknown)} (see `archaudit rules list`)")
-    use_baseline = args.baseline and not args.write_baseline
-    baseline = engine.load_baseline(args.baseline) if use_baseline else frozenset()
+    baseline_file, writing = getattr(args, "baseline", None), getattr(args, "write_baseline", None)
+    baseline = engine.load_baseline(baseline_file) if baseline_file and not writing else frozenset()
     return {"rules": rules, "select": select, "ignore": ignore, "baseline": baseline}
 
 
@@ -282,14 +374,14 @@ def write_baseline(result: AuditResult, args) -> None:
     from auditor.rules import engine
 
     try:
-        args.write_baseline.write_text(engine.baseline_text(result.findings), encoding="utf-8")
+        args.write_baseline.write_text(engine.baseline_text(result.findings, result.gates), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {args.write_baseline}: {exc.strerror or exc}") from None
 
 
-def exit_code(severities: Iterable[str], fail_on: str | None) -> int:
-    """1 when a finding's severity reaches --fail-on, else 0."""
-    if fail_on is None:
+def exit_code(severities: Iterable[str], fail_on: str | None, exit_zero: bool = False) -> int:
+    """1 when a finding's severity reaches --fail-on (and not ``--exit-zero``), else 0."""
+    if fail_on is None or exit_zero:
         return EXIT_CLEAN
     floor = Severity(fail_on).rank
     return EXIT_FINDINGS if any(Severity(s).rank >= floor for s in severities) else EXIT_CLEAN
@@ -297,36 +389,56 @@ def exit_code(severities: Iterable[str], fail_on: str | None) -> int:
 
 def cmd_scan(args) -> int:
     """``archaudit scan``: a re-scan of unchanged inputs writes the reports of the last scan
-    again (:mod:`auditor.kept`), with its error lines and exit code."""
+    again (:mod:`auditor.kept`), with its error lines and exit code. Views of the result
+    (``--only-excluding``, ``--vendored``, ``--statistics``) are applied before any renderer,
+    so every format shows the same gates; those runs are not kept."""
     from auditor.pipeline import Scan, kept
     from auditor.pipeline.cache import Cache
 
     fmt, outputs = _formats(args)
     formats = set(outputs.values()) | ({fmt} if fmt and not _coloured(fmt) else set())
     link_base = getattr(args, "link_base", "") or ""
+    viewed = args.only_excluding or args.vendored or args.statistics
+    fresh = bool(args.write_baseline or _coloured(fmt) or viewed)
     with closing(Cache(_cache_dir(args))) as store:
-        with progress(_options(args, Format.HTML in formats)) as options, Scan(args.inputs, options) as scan:
+        with (
+            progress(_options(args, Format.HTML in formats), args.quiet) as options,
+            Scan(args.inputs, options) as scan,
+        ):
             names = scan.names
-            found = (
-                None if args.write_baseline or _coloured(fmt) else kept.find(store, scan.key, names, link_base, formats)
-            )
+            found = None if fresh else kept.find(store, scan.key, names, link_base, formats)
             result = None if found else scan.result()
         if found:
             texts, outcome = found
             stdout = texts[fmt] if fmt else None
         else:
             assert result is not None
-            full = report_inputs(result, args)
+            full = view(report_inputs(result, args), args)
             texts, outcome = {f: f.renderer()(full) for f in formats}, kept.Outcome.of(result)
-            kept.keep(store, result.key, names, link_base, texts, outcome)
+            if not viewed:
+                kept.keep(store, result.key, names, link_base, texts, outcome)
             write_baseline(result, args)
             stdout = _terminal(full) if _coloured(fmt) else texts[fmt] if fmt else None
+            if args.statistics:
+                from auditor.render import views
+
+                stdout = views.statistics(full)
     for line in outcome.errors:
         _say(line)
-    emit(stdout, texts, outputs)
+    emit(stdout, texts, outputs, args.quiet)
     if outcome.failed:
         return EXIT_ERROR  # the others were scanned and reported; this one could not be read at all
-    return exit_code(outcome.severities, args.fail_on)
+    return exit_code(
+        outcome.severities if not viewed else [f.severity for f in full.findings], args.fail_on, args.exit_zero
+    )
+
+
+def view(result: AuditResult, args) -> AuditResult:
+    """What the reports show of a result: ``--vendored`` trees marked, ``--only-excluding``."""
+    from auditor.render import views
+
+    shown = views.mark_vendored(result, getattr(args, "vendored", ()) or ())
+    return views.only_excluding(shown) if getattr(args, "only_excluding", False) else shown
 
 
 def cmd_rules(args) -> int:
@@ -342,9 +454,10 @@ def cmd_rules(args) -> int:
         print(rulebook.describe(rule), end="")
         return EXIT_CLEAN
     if args.action == "list":
-        for r in chosen:
-            scope = ", ".join(r.languages + r.kinds) or "all gates"
-            print(f"{r.id}  {r.severity:<6}  {r.name:<28}  {scope}")
+        rows = [(r.id, r.severity, r.name, ", ".join(r.languages + r.kinds) or "all gates") for r in chosen]
+        widths = [max((len(str(row[i])) for row in rows), default=0) for i in range(3)]
+        for row in rows:
+            print("  ".join(f"{c:<{w}}" for c, w in zip(row, widths)) + "  " + row[3])
         return EXIT_CLEAN
     from auditor import pipeline
 
@@ -391,7 +504,7 @@ def cmd_explain(args) -> int:
         print(json.dumps(docs, indent=2, ensure_ascii=False))
     else:
         print("\n".join(explain.render(g, findings[g.id], result.targets, result.toolkits) for g in chosen), end="")
-    return exit_code((f.severity for fs in findings.values() for f in fs), args.fail_on)
+    return exit_code((f.severity for fs in findings.values() for f in fs), args.fail_on, args.exit_zero)
 
 
 def cmd_diff(args) -> int:
@@ -411,8 +524,8 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
     from auditor import diff
     from auditor.pipeline import audit
 
-    options = _options(args)
-    old, new = (audit([spec], options) for spec in (old_spec, new_spec))
+    with progress(_options(args), args.quiet) as options:
+        old, new = (audit([spec], options) for spec in (old_spec, new_spec))
     from auditor.pipeline.kept import Outcome
 
     for line in Outcome.of(old).errors + Outcome.of(new).errors:
@@ -423,8 +536,9 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
         fmt.diff_renderer()(result) if fmt else None,
         {f: f.diff_renderer()(result) for f in set(outputs.values())},
         outputs,
+        args.quiet,
     )
-    return exit_code((f.severity for f in result.findings), args.fail_on)
+    return exit_code((f.severity for f in result.findings), args.fail_on, args.exit_zero)
 
 
 def cmd_comment(args) -> int:

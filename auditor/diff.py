@@ -4,7 +4,8 @@ Pure: :func:`compare` takes two :class:`AuditResult` records and returns a
 :class:`DiffResult`; running the scans and writing reports is the CLI's job.
 
 Gates are matched by what their fingerprint is made of (file, kind, enclosing context,
-normalised condition), never by line: within each file the two sequences of gate keys are
+normalised condition), never by line; a file moved or renamed (gone on one side, new on the
+other) is matched by the rest of the key: within each file the two sequences of gate keys are
 aligned (as ``diff`` aligns lines), so a gate that merely moved, or an identical gate
 inserted before its twin, is matched correctly; keys left over on both sides are then
 paired wherever they sit in the file (code moved past other gates). A condition edited in
@@ -148,6 +149,23 @@ def _pairs(old: _Side, new: _Side) -> tuple[list[tuple[Gate, Gate, How]], list[G
         else:
             unmatched_new.append((g, blk))
     unmatched_old = [item for queue in waiting.values() for item in queue]
+    # A moved or renamed file: gates of a file gone from the old side and of one new on the new
+    # side that decide alike (kind, context, condition) are the same gates, not removed and added.
+    gone, fresh = set(old.by_file) - set(new.by_file), set(new.by_file) - set(old.by_file)
+    moved: dict[tuple[str, str, str], list[tuple[Gate, int]]] = defaultdict(list)
+    for g, blk in unmatched_old:
+        if old.path[g.id] in gone:
+            moved[old.key(g)[1:]].append((g, blk))
+    still_new: list[tuple[Gate, int]] = []
+    for g, blk in unmatched_new:
+        queue = moved.get(new.key(g)[1:]) if new.path[g.id] in fresh else None
+        if queue:
+            pairs.append((queue.pop(0)[0], g, How.NONE))
+        else:
+            still_new.append((g, blk))
+    paired = {id(x) for x, _, _ in pairs}
+    unmatched_old = [(g, blk) for g, blk in unmatched_old if id(g) not in paired]
+    unmatched_new = still_new
 
     # Rewritten: one kind and context, between the same neighbours or in the same named function.
     def group(side: _Side, g: Gate, blk: int) -> tuple:
@@ -200,11 +218,18 @@ def _edited_in_place(
 
 def _change(status: Status, old: Gate | None, new: Gate | None, how: How, targets, sides) -> GateChange:
     old_side, new_side = sides
-    findings: tuple[Finding, ...] = ()
-    if new is not None:
-        known = {f.rule for f in old_side.findings.get(old.id, [])} if old is not None else set()
-        findings = tuple(f for f in new_side.findings.get(new.id, []) if f.rule not in known)
-    return GateChange(status, old, new, how, _deltas(old, new, targets), findings=findings)
+    before = old_side.findings.get(old.id, []) if old is not None else []
+    after = new_side.findings.get(new.id, []) if new is not None else []
+    known, kept = {f.rule for f in before}, {f.rule for f in after}
+    return GateChange(
+        status,
+        old,
+        new,
+        how,
+        _deltas(old, new, targets),
+        findings=tuple(f for f in after if f.rule not in known),
+        resolved=tuple(f for f in before if f.rule not in kept),
+    )
 
 
 def _meaningful(c: GateChange) -> bool:

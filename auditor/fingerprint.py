@@ -21,3 +21,11 @@ def gate_id(file: str, kind: str, context: str, expression: str, ordinal: int) -
     """
     key = "\0".join((file, kind, context, normalise(expression), str(ordinal)))
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def site_id(kind: str, context: str, expression: str, chain: tuple[str, ...] = ()) -> str:
+    """Fingerprint of what a gate decides, without where its file is: kind, enclosing context,
+    condition and effective condition (``chain``). A baseline remembers it beside the gate id, so
+    a finding whose file was moved or renamed, its decision and context unchanged, still matches."""
+    key = "\0".join((kind, context, normalise(expression), *map(normalise, chain)))
+    return "site:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]

@@ -423,8 +423,9 @@ class VerdictDelta:
 
     @property
     def now_admits(self) -> bool:
-        """The target was turned away before and is not now."""
-        return self.before == Verdict.EXCLUDES and self.after != Verdict.EXCLUDES
+        """The target was turned away before and a gate that still stands lets it in now (a
+        removed gate admits nothing: its code may be gone with it)."""
+        return self.before == Verdict.EXCLUDES and self.after == Verdict.ADMITS
 
     @property
     def phrase(self) -> str:
@@ -454,6 +455,8 @@ class GateChange:
     """Keys of the changed definitions this gate resolves through."""
     findings: tuple[Finding, ...] = ()
     """Findings on the new gate that the old one did not have."""
+    resolved: tuple[Finding, ...] = ()
+    """Findings on the old gate that the new one (or its absence) no longer has."""
 
     @property
     def gate(self) -> Gate:

@@ -146,10 +146,19 @@ def rule_section(r: rulebook.Rule) -> str:
     for title, examples in (("Reported", r.invalid), ("Not reported", r.valid)):
         blocks = [
             f"`{e.filename}`\n\n```{'python' if e.language == 'python' else 'cuda'}\n{e.code.rstrip()}\n```"
+            + _binaries(e)
             for e in examples
         ]
         parts.append(f"### {title}\n\n" + "\n\n".join(blocks))
     return "\n\n".join(parts) + "\n"
+
+
+def _binaries(e) -> str:
+    """What the package ships beside the example (ARCH008/ARCH009 differ only in this)."""
+    if not e.binaries:
+        return ""
+    rows = "\n".join(f"- `{path}` carries {', '.join(f'`{t}`' for t in targets)}" for path, targets in e.binaries)
+    return "\n\nShipped with it:\n\n" + rows
 
 
 def render() -> str:

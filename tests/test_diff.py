@@ -155,7 +155,8 @@ def test_added_and_removed_gates_carry_verdict_deltas():
     [c] = d.changes
     assert c.status == "added" and c.delta == ("newly excludes 12.0", "newly excludes 12.1") and c.newly_excludes
     d = diff.compare(result(upper), result())
-    assert d.changes[0].status == "removed" and d.changes[0].delta == ("now admits 12.0", "now admits 12.1")
+    # A removed gate is not "now admits": its code may be gone with it (issue 21).
+    assert d.changes[0].status == "removed" and d.changes[0].delta == ()
 
 
 def test_only_new_findings_on_newly_excluding_gates_count():
@@ -246,7 +247,7 @@ def test_markdown_and_html_escape_and_show_root_cause(definition_diff):
     pr = render.render_markdown(replace(definition_diff, mode="pr"))
     assert pr.startswith("<!-- archaudit -->\n")
     html = render.render_html(definition_diff)
-    assert html.startswith("<!doctype html>") and "is_sm120f_supported" in html
+    assert html.startswith("<!DOCTYPE html>") and "is_sm120f_supported" in html
     assert "!(defined(PKG_TMA_ENABLED))" in html and "&amp;&amp;" in html  # autoescaped
 
 
@@ -256,7 +257,8 @@ def test_hostile_expression_stays_text_in_markdown_and_html():
     md = render.render_markdown(d)
     span = "``x \\| `y` <script>alert(1)</script>``"  # a code span: GitHub shows it as text
     assert span in md and "<script>" not in md.replace(span, "")
-    assert "<script>" not in render.render_html(d)
+    page = render.render_html(d)
+    assert "<script>alert" not in page and "alert(1)" in page, "the condition is page data, not markup"
 
 
 def test_sarif_lists_only_new_findings_on_newly_excluding_gates():
@@ -282,7 +284,7 @@ def test_cli_diff_formats_and_outputs(tmp_path, capsys):
     assert capsys.readouterr().out == ""
     assert json.loads(outs[0].read_text())["schema"] == "archaudit-diff/1"
     assert "Definition changed" in outs[1].read_text()
-    assert outs[2].read_text().startswith("<!doctype html>")
+    assert outs[2].read_text().startswith("<!DOCTYPE html>")
     assert json.loads(outs[3].read_text())["version"] == "2.1.0"
     assert "definition changed: is_sm120f_supported" in outs[4].read_text()
     assert main(["diff", old, new, "--no-cache"]) == 0
@@ -410,3 +412,17 @@ def test_markdown_fits_a_github_comment():
     md = render.render_markdown(replace(diff.compare(result(), result(*many)), mode="pr"))
     assert len(md) <= 65_536 - 512 and md.startswith(render.MARKER)
     assert "more_ |" in md  # the rows left out are counted
+
+
+def test_a_moved_file_is_not_removed_and_added(tmp_path):
+    from auditor import diff as diffing
+    from tests.render.render_support import scan
+
+    source = (FIXTURES / "reports" / "pkg" / "fusion.py").read_text("utf-8")
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "pkg").mkdir(parents=True)
+    (new / "kernels").mkdir(parents=True)
+    (old / "pkg" / "fusion.py").write_text(source, "utf-8")
+    (new / "kernels" / "allreduce_fusion.py").write_text(source, "utf-8")
+    result = diffing.compare(scan(old, formats=()), scan(new, formats=()))
+    assert result.changes == () and result.unchanged == 1

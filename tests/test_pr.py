@@ -206,7 +206,7 @@ def test_pr_markdown_comment_body(repo, capsys, tmp_path):
     assert body.startswith("<!-- archaudit -->\n")
     assert "**2** added · **0** changed · **0** removed" in body
     assert "`comm/comm.cuh:11`" in body and "`comm/jit.py:7`" in body
-    assert "⛔ 2 gates newly exclude `12.0`" in body
+    assert "⛔ 2 decisions newly turn `12.0` away" in body
     assert "`comm/comm.cuh:5`" not in body  # the gate the change did not touch
 
 

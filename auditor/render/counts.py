@@ -10,9 +10,10 @@ SARIF and JSON cannot disagree.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
-from auditor.model import AuditResult, Classification, Verdict
+from auditor.model import SEVERITIES, AuditResult, Classification, DiffResult, GateChange, Status, Verdict
 from auditor.verdicts import verdicts
 
 
@@ -55,4 +56,73 @@ def sentence(h: Headline, targets: str) -> str:
     return (
         f"{h.decisions:,} {decided} {targets} away from a fast path "
         f"({h.runnable:,} of them guard code {targets} can run)"
+    )
+
+
+STATUSES = (Status.ADDED, Status.CHANGED, Status.REMOVED)
+
+
+@dataclass(frozen=True, slots=True)
+class DiffHeadline:
+    """The counts of a diff, computed once: every format and every section states these."""
+
+    statuses: tuple[tuple[Status, int, int], ...]
+    """(status, changes, of them shown under a definition change rather than in their section)."""
+    unchanged: int
+    definitions: int
+    newly_excludes: tuple[tuple[str, int], ...]
+    """Per target: decisions that turn it away now and did not before, with a new finding that
+    says so (the thousands of added gates no rule judges, ``#if __CUDA_ARCH__ < 700`` in a
+    vendored tree, are counted as added gates, not as routes)."""
+    now_admits: tuple[tuple[str, int], ...]
+    """Per target: decisions whose gate still stands and lets it in now (a removed gate is not one)."""
+    new_findings: tuple[tuple[str, int], ...]
+    """Findings the new side has and the old did not, per severity, worst first."""
+    resolved_findings: tuple[tuple[str, int], ...]
+    """Findings the old side had and the new does not, per severity, worst first."""
+    failing: int
+    """New findings on gates that newly exclude a target: what ``--fail-on`` and SARIF see."""
+    errors: int
+
+    def count(self, status: Status) -> int:
+        return next(n for s, n, _ in self.statuses if s == status)
+
+    def explained(self, status: Status) -> int:
+        return next(e for s, _, e in self.statuses if s == status)
+
+
+def _decision(c: GateChange) -> str:
+    """The decision a change belongs to (its findings say; else the gate is its own)."""
+    return next((f.decision for f in (*c.findings, *c.resolved) if f.decision), c.gate.id)
+
+
+def _by_severity(findings) -> tuple[tuple[str, int], ...]:
+    counted = Counter(f.severity for f in findings)
+    return tuple((s, counted[s]) for s in reversed(SEVERITIES))
+
+
+def diff_headline(d: DiffResult) -> DiffHeadline:
+    """The headline counts of one diff."""
+    labels = [t.label for t in d.targets]
+    away: dict[str, set[str]] = {t: set() for t in labels}
+    back: dict[str, set[str]] = {t: set() for t in labels}
+    for c in d.changes:
+        for v in c.verdicts:
+            if v.newly_excludes and c.findings:
+                away[v.target].add(_decision(c))
+            elif v.now_admits:
+                back[v.target].add(_decision(c))
+    return DiffHeadline(
+        statuses=tuple(
+            (s, len(d.by_status(s, explained=True)), sum(1 for c in d.by_status(s, explained=True) if c.explained))
+            for s in STATUSES
+        ),
+        unchanged=d.unchanged,
+        definitions=len(d.definitions),
+        newly_excludes=tuple((t, len(away[t])) for t in labels),
+        now_admits=tuple((t, len(back[t])) for t in labels),
+        new_findings=_by_severity(f for c in d.changes for f in c.findings),
+        resolved_findings=_by_severity(f for c in d.changes for f in c.resolved),
+        failing=len(d.findings),
+        errors=len(d.errors),
     )

@@ -20,12 +20,12 @@ from auditor.model import (
     GateChange,
     Guards,
     How,
-    Status,
     Verdict,
 )
-from auditor.render import markdown, report
+from auditor.render import counts, markdown, report
+from auditor.render.counts import STATUSES
 from auditor.render.json import finding_document, gate_document
-from auditor.verdicts import toolkit_notes
+from auditor.verdicts import allowed, toolkit_notes
 
 SCHEMA = "archaudit-diff/1"
 MARKER = "<!-- archaudit -->"
@@ -35,7 +35,6 @@ MARKDOWN_ROWS = 150
 DEFINITIONS_SHOWN = 30
 """Definition changes shown in Markdown and HTML, each with at most ``CALL_SITE_ROWS`` call sites."""
 CALL_SITE_ROWS = 25
-STATUSES = (Status.ADDED, Status.CHANGED, Status.REMOVED)
 
 
 def _verdict_word(v: Verdict | None) -> str:
@@ -43,7 +42,12 @@ def _verdict_word(v: Verdict | None) -> str:
 
 
 def _admits(gate: Gate | None) -> str:
-    return "—" if gate is None else arch.compact(gate.domain, gate.admits)
+    """The set a gate admits; for a rejection guard, what it lets through (the verdicts' set)."""
+    if gate is None:
+        return "—"
+    if gate.guards == Guards.REJECT:
+        return "lets through " + arch.compact(gate.domain, allowed(gate))
+    return arch.compact(gate.domain, gate.admits)
 
 
 def _where(c: GateChange) -> str:
@@ -77,23 +81,44 @@ def _worst(findings) -> str:
 
 
 def summary(d: DiffResult) -> dict:
-    """Counts the reports lead with."""
-    shown = {s: len(d.by_status(s, explained=True)) for s in STATUSES}
+    """Counts the reports lead with, from :func:`counts.diff_headline` (computed once)."""
+    h = counts.diff_headline(d)
     return {
-        **shown,
-        "unchanged": d.unchanged,
-        "definitions": len(d.definitions),
-        "newly_excludes": {
-            t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.newly_excludes)
-            for t in d.targets
-        },
-        "now_admits": {
-            t.label: sum(1 for c in d.changes for v in c.verdicts if v.target == t.label and v.now_admits)
-            for t in d.targets
-        },
-        "findings": len(d.findings),
-        "errors": len(d.errors),
+        **{str(st): h.count(st) for st in STATUSES},
+        "explained": {str(st): h.explained(st) for st in STATUSES},
+        "unchanged": h.unchanged,
+        "definitions": h.definitions,
+        "newly_excludes": dict(h.newly_excludes),
+        "now_admits": dict(h.now_admits),
+        "new_findings": dict(h.new_findings),
+        "resolved_findings": dict(h.resolved_findings),
+        "findings": h.failing,
+        "errors": h.errors,
     }
+
+
+def section_count(s: dict, status: str) -> str:
+    """A section's heading count: the headline's, and how many of them the definitions show."""
+    under = s["explained"][status]
+    return f"{s[status]:,}" + (f"; {under:,} of them under the definition changes above" if under else "")
+
+
+def headline_lines(d: DiffResult) -> list[str]:
+    """The summary in words, the same in text, Markdown and HTML."""
+    s = summary(d)
+    lines = [
+        f"{s['added']:,} added, {s['changed']:,} changed, {s['removed']:,} removed, {s['unchanged']:,} unchanged gates; "
+        f"{s['definitions']:,} definition change(s)"
+    ]
+    new = ", ".join(f"{n:,} {sev}" for sev, n in s["new_findings"].items() if n) or "none"
+    gone = ", ".join(f"{n:,} {sev}" for sev, n in s["resolved_findings"].items() if n) or "none"
+    lines.append(f"new findings: {new}; resolved findings: {gone}")
+    for t in d.targets:
+        lines.append(
+            f"{t.label}: {s['newly_excludes'][t.label]:,} decision(s) newly turn it away, "
+            f"{s['now_admits'][t.label]:,} now let it in"
+        )
+    return lines
 
 
 def _side(inputs) -> str:
@@ -168,22 +193,13 @@ def render_text(d: DiffResult) -> str:
         f"archaudit {'pr' if d.mode == 'pr' else 'diff'}: {_side(d.old_inputs)} -> {_side(d.new_inputs)}; "
         f"targets {targets}"
     ]
-    out.append(
-        f"{s['added']} added, {s['changed']} changed, {s['removed']} removed, {s['unchanged']} unchanged; "
-        f"{s['definitions']} definition change(s)"
-    )
-    for t in d.targets:
-        if s["newly_excludes"][t.label] or s["now_admits"][t.label]:
-            out.append(
-                f"  {t.label}: {s['newly_excludes'][t.label]} gate(s) newly exclude it, "
-                f"{s['now_admits'][t.label]} now admit it"
-            )
+    out += headline_lines(d)
     for dc in d.definitions:
         out += [""] + _text_definition(dc, d)
     for status in STATUSES:
         rows = d.by_status(status)
         if rows:
-            out += ["", f"{status} ({len(rows)}):"]
+            out += ["", f"{status} ({section_count(s, status)}):"]
             for c in rows:
                 out += _text_change(c, d)
     if not d.changes:
@@ -311,9 +327,17 @@ def _row(c: GateChange, d: DiffResult) -> Row:
 def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
     """The plain view-model the templates receive; at most ``limit`` rows per table."""
     sections = []
+    counted = summary(d)
     for status in STATUSES:
         rows = [_row(c, d) for c in d.by_status(status)]
-        sections.append({"status": status, "rows": rows[:limit], "omitted": max(0, len(rows) - limit)})
+        sections.append(
+            {
+                "status": status,
+                "rows": rows[:limit],
+                "omitted": max(0, len(rows) - limit),
+                "count": section_count(counted, status),
+            }
+        )
     definitions = [
         {
             "name": dc.name,
@@ -335,7 +359,8 @@ def view(d: DiffResult, limit: int = MARKDOWN_ROWS) -> dict:
         "targets": [t.label for t in d.targets],
         "old": [(i.path, i.kind) for i in d.old_inputs],
         "new": [(i.path, i.kind) for i in d.new_inputs],
-        "summary": summary(d),
+        "summary": counted,
+        "headline": headline_lines(d),
         "sections": sections,
         "definitions": definitions,
         "definitions_omitted": max(0, len(d.definitions) - DEFINITIONS_SHOWN),
@@ -360,9 +385,90 @@ def render_markdown(d: DiffResult) -> str:
         limit //= 2
 
 
+HTML_FIELDS = (
+    "status",
+    "file",
+    "line",
+    "kind",
+    "expression",
+    "was",
+    "admits_before",
+    "admits_after",
+    "verdicts",
+    "delta",
+    "severity",
+    "findings",
+    "resolved",
+    "definition",
+    "toolkits",
+    "guards",
+)
+"""A change's row in the diff page's data is a list in this order (30,000 rows, names once)."""
+
+
+def page_data(d: DiffResult) -> dict:
+    """The diff page's rows as compact JSON-ready data: strings interned, worst new finding
+    first, then the changes that move a verdict, then by place."""
+    from auditor.render.html import Interner, shown
+
+    strings = Interner()
+
+    def finding_rows(findings) -> list:
+        return [[report.severity_rank(f.severity), strings(f.rule), strings(f.message)] for f in findings]
+
+    def row(c: GateChange) -> list:
+        worst = min((report.severity_rank(f.severity) for f in c.findings), default=len(report.SEVERITIES))
+        values = {
+            "status": strings(c.status),
+            "file": strings(c.gate.file),
+            "line": c.gate.line,
+            "kind": strings(c.gate.kind),
+            "expression": strings(c.gate.expression),
+            "was": strings(c.old.expression if c.how == How.REWRITTEN and c.old else ""),
+            "admits_before": strings(_admits(c.old)),
+            "admits_after": strings(_admits(c.new)),
+            "verdicts": [[strings(_verdict_word(v.before)), strings(_verdict_word(v.after))] for v in c.verdicts],
+            "delta": strings("; ".join(c.delta)),
+            "severity": worst,
+            "findings": finding_rows(c.findings),
+            "resolved": finding_rows(c.resolved),
+            "definition": strings(c.definition or ", ".join(c.causes)),
+            "toolkits": strings(toolkit_cell(c, d)),
+            "guards": strings(c.gate.guards),
+        }
+        return [values[k] for k in HTML_FIELDS]
+
+    ordered = sorted(
+        d.changes,
+        key=lambda c: (
+            min((report.severity_rank(f.severity) for f in c.findings), default=len(report.SEVERITIES)),
+            not c.delta,
+            c.gate.file,
+            c.gate.line,
+        ),
+    )
+    rows = [row(c) for c in ordered]
+    page = {
+        "targets": [t.label for t in d.targets],
+        "severities": list(report.SEVERITIES),
+        "fields": list(HTML_FIELDS),
+        "strings": strings.items,
+        "rows": rows,
+    }
+    return {k: v if k == "rows" else shown(v, "\n") for k, v in page.items()}
+
+
 def render_html(d: DiffResult) -> str:
-    """A self-contained HTML page (autoescaped template)."""
-    return report.templates().get_template("diff.html.j2").render(**view(d))
+    """A self-contained HTML page: the summary first (new and resolved findings by severity,
+    routes changed per target, definition changes with the sites they reach), then every
+    change in a filterable, virtualised table drawn by the page's script from JSON."""
+    from auditor.render.html import script_json
+
+    return (
+        report.templates()
+        .get_template("diff.html.j2")
+        .render(**view(d, DEFINITIONS_SHOWN), data=script_json(page_data(d)))
+    )
 
 
 # -- SARIF ---------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from auditor import arch, verdicts
 from auditor.model import AuditResult, Domain, excerpt_windows
 from auditor.render import report
 from auditor.render.text import INVISIBLE, printable
+from auditor.rules.roots import vendored
 
 STYLE = "vs"
 """The pygments style of the excerpts: few colours, so runs of equal style merge into few spans."""
@@ -75,7 +76,7 @@ def _runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
-class _Interner:
+class Interner:
     """Repeated values stored once; rows refer to them by index."""
 
     def __init__(self) -> None:
@@ -116,7 +117,7 @@ def _lexer(language: str) -> Lexer:
     return PythonLexer(**options) if language == "python" else CudaLexer(**options)
 
 
-def _highlight(lines: Mapping[int, str], language: str, classes: _Interner) -> list:
+def _highlight(lines: Mapping[int, str], language: str, classes: Interner) -> list:
     """Runs of consecutive lines as ``[first_line, [[class, text, class, text, ...], ...]]``."""
     out = []
     for first, last in _runs(lines):
@@ -140,11 +141,11 @@ def _highlight(lines: Mapping[int, str], language: str, classes: _Interner) -> l
 def view(result: AuditResult) -> dict:
     """The page's data as one JSON-ready dict; repeated strings, sets and facts are interned."""
     targets = result.targets
-    strings, sets, facts, resolutions, classes = _Interner(), _Interner(), _Interner(), _Interner(), _Interner()
+    strings, sets, facts, resolutions, classes = Interner(), Interner(), Interner(), Interner(), Interner()
     classes("")
     columns = {"target": list(arch.target_order()), "device": list(arch.capabilities())}
     position = {d: {a: i for i, a in enumerate(cols)} for d, cols in columns.items()}
-    files = _Interner()
+    files = Interner()
     by_gate = report.findings_by_gate(result)
     rules = report.rules_of(result)
     excerpts = {(e.input, e.file): dict(e.lines) for e in result.excerpts}
@@ -153,7 +154,8 @@ def view(result: AuditResult) -> dict:
     for g in result.gates:
         fs = by_gate.get((g.input, g.id), [])
         first = len(findings)
-        # A finding: [rule, severity rank, gate index, message, confidence, classification].
+        # A finding: [rule, severity rank, gate index, message, confidence, classification,
+        # root cause, vendored tree, decision, other sites [[file, line], ...]].
         findings += [
             [
                 strings(f.rule),
@@ -162,6 +164,10 @@ def view(result: AuditResult) -> dict:
                 strings(f.message),
                 strings(f.confidence),
                 strings(f.classification),
+                strings(f.root),
+                strings(f.vendored or vendored(g.file)[0]),
+                strings(f.decision),
+                [[strings(file), line] for file, line in f.also],
             ]
             for f in fs
         ]
@@ -174,7 +180,8 @@ def view(result: AuditResult) -> dict:
             "kind": strings(g.kind),
             "expression": strings(g.expression),
             "domain": 0 if g.domain == Domain.TARGET else 1,
-            "admits": sets(sorted(order[a] for a in g.admits if a in order)),
+            # The matrix shows where the guarded code may run: for a rejection, what it lets through.
+            "admits": sets(sorted(order[a] for a in verdicts.allowed(g) if a in order)),
             "verdicts": [int(verdicts.turns_away(g, t)) for t in targets],
             "unknowns": [strings(u) for u in g.unknowns],
             "resolved_by": strings(g.resolved_by),
@@ -236,18 +243,19 @@ def view(result: AuditResult) -> dict:
         },
     }
     # Scanned text is shown as the page's text: control characters and bidi overrides as
-    # visible escapes, as in every report; tabs kept in excerpts. Gate rows hold no text.
-    return {k: v if k == "gates" else _shown(v, "\t" if k == "code" else "") for k, v in page.items()}
+    # visible escapes, as in every report; tabs kept in excerpts, line breaks kept everywhere
+    # (the script lays them out; an escaped one would read as a literal ``\n``). Gate rows hold no text.
+    return {k: v if k == "gates" else shown(v, "\t\n" if k == "code" else "\n") for k, v in page.items()}
 
 
-def _shown(value: Any, keep: str = "") -> Any:
+def shown(value: Any, keep: str = "") -> Any:
     """``value`` with every string in it made printable (lists and dict values walked)."""
     if isinstance(value, str):
         return printable(value, keep)
     if isinstance(value, list):
-        return [_shown(v, keep) for v in value]
+        return [shown(v, keep) for v in value]
     if isinstance(value, dict):
-        return {k: _shown(v, keep) for k, v in value.items()}
+        return {k: shown(v, keep) for k, v in value.items()}
     return value
 
 
@@ -290,5 +298,6 @@ def render(result: AuditResult) -> str:
             severities=report.SEVERITIES,
             classifications=[c for c, _ in summary.by_classification],
             domains=[(d, sum(1 for g in result.gates if g.domain == d)) for d in Domain],
+            roots=sum(1 for f in result.findings if f.gate),  # the page's script groups them by root cause
         )
     )

@@ -61,10 +61,15 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
     for f in result.findings:
         findings.setdefault(f.gate, []).append(f)
     shown = [g for g in result.gates if not only_excluding or Verdict.EXCLUDES in verdicts(g, targets).values()]
-    shown.sort(key=lambda g: bool(vendored(g.file)[0]))  # the package's own code first, then vendored trees
+    marked = {f.file for f in result.findings if f.vendored}  # a project's own --vendored globs
+
+    def is_vendored(path: str) -> bool:
+        return path in marked or bool(vendored(path)[0])
+
+    shown.sort(key=lambda g: is_vendored(g.file))  # the package's own code first, then vendored trees
     heading = False
     for (inp, path), group in groupby(shown, key=lambda g: (g.input, g.file)):
-        if not heading and vendored(path)[0]:
+        if not heading and is_vendored(path):
             heading = True
             lines.append("vendored trees (copies of other projects' code, after the package's own):")
         lines.append(f"{path}" + (f"  [{inp}]" if len(result.inputs) > 1 else ""))
@@ -84,6 +89,11 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
                 lines.append("         uses " + ", ".join(f.token for f in g.features[:6]))
             for f in findings.get(g.id, []):
                 lines.append(f"         [{f.severity}] {f.rule}: {f.message}")
+        lines.append("")
+    gateless = [f for f in result.findings if not f.gate]
+    if gateless:
+        lines.append("findings about no gate (suppressions that suppress nothing):")
+        lines += [f"  {f.file}:{f.line}  [{f.severity}] {f.rule}: {f.message}" for f in gateless]
         lines.append("")
     lines += binaries_section(result)
     for e in result.errors:

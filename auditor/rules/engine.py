@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor import fingerprint
 from auditor.facts.binaries import evidence
 from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile, Target
 from auditor.rules.decisions import decisions
@@ -173,7 +174,8 @@ def apply(
                         input=s.input,
                     )
                 )
-    return sorted((f for f in kept if baseline_key(f) not in baseline), key=lambda f: (f.input, f.file, f.line, f.rule))
+    new = [f for f in kept if baseline_key(f) not in baseline and _site_key(f, by_id.get(f.gate)) not in baseline]
+    return sorted(new, key=lambda f: (f.input, f.file, f.line, f.rule))
 
 
 # Baseline ------------------------------------------------------------------------------
@@ -188,12 +190,29 @@ def _key(rule: str, gate: str, file: str, line: int) -> tuple[str, str]:
     return rule, gate or f"{file}:{line}"
 
 
-def baseline_text(findings: Iterable[Finding]) -> str:
-    """A baseline file listing these findings (file and line are for people; matching ignores them)."""
-    rows = sorted({(f.rule, f.gate, f.file, f.line) for f in findings}, key=lambda r: (r[2], r[3], r[0]))
+def _site_key(f: Finding, gate: Gate | None) -> tuple[str, str] | None:
+    """The move-proof key (:func:`fingerprint.site_id`): matches after a file is moved or renamed."""
+    return None if gate is None else (f.rule, _site(gate))
+
+
+def _site(gate: Gate) -> str:
+    return fingerprint.site_id(gate.kind, gate.context, gate.expression, gate.chain)
+
+
+def baseline_text(findings: Iterable[Finding], gates: Iterable[Gate] = ()) -> str:
+    """A baseline file listing these findings (file and line are for people; matching ignores
+    them); with the ``gates``, each finding's ``site`` too, which survives moves."""
+    sites = {(g.input, g.id): _site(g) for g in gates}
+    rows = sorted(
+        {(f.rule, f.gate, f.file, f.line, sites.get((f.input, f.gate), "")) for f in findings},
+        key=lambda r: (r[2], r[3], r[0]),
+    )
     doc = {
         "schema": BASELINE_SCHEMA,
-        "findings": [{"rule": r, "gate": g, "file": file, "line": line} for r, g, file, line in rows],
+        "findings": [
+            {"rule": r, "gate": g, "file": file, "line": line, **({"site": site} if site else {})}
+            for r, g, file, line, site in rows
+        ],
     }
     return json.dumps(doc, indent=2) + "\n"
 
@@ -209,6 +228,7 @@ def load_baseline(path: Path) -> frozenset[tuple[str, str]]:
     if not isinstance(doc, dict) or doc.get("schema") != BASELINE_SCHEMA or not isinstance(doc.get("findings"), list):
         raise ValueError(f"baseline {path} is not an {BASELINE_SCHEMA} file (write one with --write-baseline)")
     try:
-        return frozenset(_key(r["rule"], r["gate"], r["file"], r["line"]) for r in doc["findings"])
+        keys = {_key(r["rule"], r["gate"], r["file"], r["line"]) for r in doc["findings"]}
+        return frozenset(keys | {(r["rule"], r["site"]) for r in doc["findings"] if r.get("site")})
     except (KeyError, TypeError):
         raise ValueError(f"baseline {path}: each finding needs rule, gate, file and line") from None

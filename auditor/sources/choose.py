@@ -29,6 +29,8 @@ def download(requirement: str, cache_dir: Path) -> Path:
     if cached:
         return cached[0]
     slot.mkdir(parents=True, exist_ok=True)
+    # On a terminal, pip's own progress bar goes to stderr (its stdout, not the report's).
+    shown = sys.stderr.isatty()
     proc = subprocess.run(
         [
             sys.executable,
@@ -37,12 +39,13 @@ def download(requirement: str, cache_dir: Path) -> Path:
             "download",
             "--no-deps",
             "--only-binary=:all:",
-            "-q",
+            *(() if shown else ("-q",)),
             "-d",
             str(slot),
             requirement,
         ],
-        capture_output=True,
+        stdout=sys.stderr if shown else subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         stdin=subprocess.DEVNULL,
     )

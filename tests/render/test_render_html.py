@@ -71,6 +71,7 @@ def test_report_in_chromium(tmp_path):
         page.on("request", lambda r: problems.append(f"request: {r.url}") if not r.url.startswith("file:") else None)
         page.goto(path.as_uri())
         page.wait_for_selector("body[data-ready=true]")
+        page.locator('.tabs button[data-domain="target"]').click()  # the full matrix, one click away
 
         # The upper-bound gate's 12.0 cells read excluded, in the verdict and in the arch columns.
         row = page.locator(".row.gate[data-gate]").filter(has_text="__CUDA_ARCH__ < 1200").filter(has_not_text=">= 900")
@@ -121,9 +122,9 @@ def test_report_in_chromium(tmp_path):
         page.fill("#f-q", "")
         page.uncheck("#f-excl")
         page.locator('.tabs button[data-domain="device"]').click()
-        py = page.locator(".row.gate")
+        py = page.locator(".row.gate", has_text="major >= 9")
         # The search box is debounced and rows are drawn on the next frame: wait, do not sample.
-        expect(py).to_have_count(1)
+        expect(page.locator(".row.gate")).to_have_count(2)
         assert py.locator('.c[data-col="12.0"]').get_attribute("data-state") == "excluded"
         assert py.locator('.c[data-col="11.0"]').get_attribute("data-state") == "admitted"
         page.locator('.tabs button[data-domain="target"]').click()
@@ -171,7 +172,7 @@ def test_real_wheel_report_stays_small_and_quick(tmp_path):
         interactive = time.monotonic() - start
         assert page.locator(".row").count() < 200, "rows are drawn lazily"
         page.locator('.chips[data-filter="sev"] button[data-value="high"]').click()
-        page.locator(".row.gate").first.click()
+        page.locator(".row.root").first.click()
         assert page.locator("#detail .code .l.guard").count() >= 1
     print(f"\n{len(result.gates)} gates: {size / 1e6:.1f} MB, interactive after {interactive:.2f} s")
     assert interactive < 15
@@ -188,3 +189,57 @@ def test_control_characters_are_page_text_and_excerpt_tabs_stay(tmp_path):
     code = json.loads(re.search(r'<script type="application/json" id="archaudit-code">(.*?)</script>', page, re.S)[1])
     lines = ["".join(line[1::2]) for runs in code.values() for _, rows in runs for line in rows]
     assert "\tint x; // \\u2066" in lines
+
+
+@pytest.mark.slow
+def test_first_screen_lists_root_causes_worst_first_own_code_before_vendored(tmp_path):
+    """The page opens on the findings, one line per root cause: worst first, the package's own
+    code before vendored trees, device and Python findings alike, each saying what it turns away
+    and where. Drill-downs show no escape sequence; a rejection guard's cells follow its verdict."""
+    result = scan(REPORTS)
+    path = tmp_path / "report.html"
+    path.write_text(html.render(result), encoding="utf-8")
+    problems: list[str] = []
+    from playwright.sync_api import expect
+
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.goto(path.as_uri())
+        page.wait_for_selector("body[data-ready=true]")
+        assert page.locator('.tabs button[data-domain="findings"]').get_attribute("aria-selected") == "true"
+        rows = page.locator(".row.root")
+        expect(rows).to_have_count(len({(f.input, f.root or f.decision or f.gate) for f in result.findings}))
+        first_screen = [r for r in rows.all() if r.bounding_box()["y"] + 24 <= 800]
+        assert len(first_screen) == rows.count(), "every root cause of the fixture is on the first screen"
+        order = [(r.get_attribute("data-sev"), r.locator(".where").inner_text()) for r in rows.all()]
+        ranks = [["high", "medium", "low", "info"].index(s) for s, _ in order]
+        vendored_at = next(i for i, (_, where) in enumerate(order) if "third_party/" in where)
+        assert vendored_at == len(order) - 1, "the vendored tree's finding comes last, after an info one"
+        assert ranks[:vendored_at] == sorted(ranks[:vendored_at]), "own code worst first"
+        assert page.locator(".row.sep").count() == 1
+        wheres = " ".join(w for _, w in order)
+        assert "pkg/fusion.py:8" in wheres and "comm/allreduce.cuh:8" in wheres, "Python and device findings"
+        fusion = rows.filter(has_text="pkg/fusion.py:8")
+        assert fusion.locator(".away").inner_text() == "12.0, 12.1"
+        assert fusion.locator(".rule").inner_text() == "ARCH001"
+        for r in rows.all():
+            r.click()
+            text = page.locator("#detail").evaluate(
+                "d => { const c = d.cloneNode(true); c.querySelectorAll('.code').forEach(x => x.remove()); "
+                "return c.innerText; }"
+            )  # the source excerpt may hold a "\\n" of its own
+            assert "\\n" not in text and "\\x" not in text, text
+            page.keyboard.press("Escape")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-first-screen.png"))
+
+        # The rejection guard turns 12.0 away: its verdict and its 12.0 matrix cell say so.
+        page.locator('.tabs button[data-domain="device"]').click()
+        reject = page.locator(".row.gate", has_text="major not in (9, 10)")
+        expect(reject).to_have_count(1)
+        assert reject.locator('.v[data-col="12.0"]').get_attribute("data-state") == "excluded"
+        assert reject.locator('.c[data-col="12.0"]').get_attribute("data-state") == "excluded"
+        assert reject.locator('.c[data-col="9.0"]').get_attribute("data-state") == "admitted"
+    assert problems == []

@@ -17,9 +17,9 @@ def test_fixture_report_links_and_escapes():
     result = scan(REPORTS, formats=("markdown",), extra_args=("--link-base", "https://github.com/o/r/blob/abc123/"))
     text = markdown.render(result)
     assert text.startswith(
-        "### archaudit: 4 decisions route 12.0, 12.1 away from a fast path (2 of them guard code 12.0, 12.1 can run)\n"
+        "### archaudit: 5 decisions route 12.0, 12.1 away from a fast path (3 of them guard code 12.0, 12.1 can run)\n"
     )
-    assert "\n11 of 13 architecture gates exclude 12.0, 12.1.\n" in text
+    assert "\n13 of 15 architecture gates exclude 12.0, 12.1.\n" in text
     assert "[`comm/allreduce.cuh:8`](https://github.com/o/r/blob/abc123/comm/allreduce.cuh#L8)" in text
     assert "(https://github.com/o/r/blob/abc123/gemm/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E.cuh#L2)" in text
     assert "<img" not in text.replace("`gemm/<img src=x onerror=alert(1)>.cuh:2`", "")
@@ -66,14 +66,14 @@ def test_many_findings_are_cut_with_a_count_under_the_limit():
     text = markdown.render(many(scan(REPORTS, formats=("markdown",)), copies))
     assert len(text) <= markdown.LIMIT
     assert github.prepare_body(text) == f"{github.DEFAULT_MARKER}\n{text}", "the poster need not cut it again"
-    excluding = 11 * copies
+    excluding = 13 * copies
     shown = len(re.findall(r"^\| `pkg\d{3}/", text, re.M))
     cut = re.search(r"_…and ([\d,]+) more excluding gates not shown \(([^)]*)\)", text)
     assert cut and shown + int(cut.group(1).replace(",", "")) == excluding
     by_severity = re.findall(r"([\d,]+) (high|medium|low|info|without a finding)", cut.group(2))
     assert sum(int(n.replace(",", "")) for n, _ in by_severity) == int(cut.group(1).replace(",", ""))
     assert shown > 100
-    assert f"{excluding:,} of {13 * copies:,} architecture gates" in text
+    assert f"{excluding:,} of {15 * copies:,} architecture gates" in text
     assert text.rstrip().endswith("lists them all._")
 
 

@@ -25,7 +25,7 @@ def test_colour_is_the_text_report_with_styles():
     assert "\x1b[1;31m[high]\x1b[0m" in coloured
     assert ANSI.sub("", coloured) == text.render(result)
     assert re.match(
-        r"13 gates, 11 exclude 12\.0/12\.1, \d+ findings \(\d+ high", ANSI.sub("", coloured).splitlines()[-1]
+        r"15 gates, 13 exclude 12\.0/12\.1, \d+ findings \(\d+ high", ANSI.sub("", coloured).splitlines()[-1]
     )
 
 
