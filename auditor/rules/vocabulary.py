@@ -175,16 +175,39 @@ def admits_target_major(v: GateView) -> bool:
 
 
 def minor_trap(v: GateView) -> bool:
-    """An excluded target's major is admitted through an older minor (12.0 in, 12.1 out): the
-    condition names the first part of a major and its newer minors fall out. A test that names a
-    newer minor (``is_gb10 = capability == (12, 1)``) detects that part on purpose; for a rejection
-    it is the other way round (``if sm == 120: return False`` lets 12.1 through)."""
-    newer = v.gate.guards == Guards.REJECT
-    return any(
-        _cap(c).major == _cap(t.capability).major
-        and (_cap(c) > _cap(t.capability) if newer else _cap(c) < _cap(t.capability))
-        for t in v.excluded
-        for c in v.capabilities
+    """An excluded target's major is admitted through another minor (12.0 in, 12.1 out). Not when
+    the condition itself names the newer minor it admits (``is_gb10 = capability == (12, 1)``
+    detects that part on purpose); a flag that only carries such a split from elsewhere (``if
+    ENABLE_FAST:`` where ``sm == 120`` turned 12.0 away) is still one. For a rejection the newer
+    minor must be the one let through (``if sm == 120: return False`` lets 12.1 in)."""
+    reject = v.gate.guards == Guards.REJECT
+    for t in v.excluded:
+        for c in v.capabilities:
+            if c == t.capability or _cap(c).major != _cap(t.capability).major:
+                continue
+            if _cap(c) < _cap(t.capability) or (
+                _cap(c) > _cap(t.capability) and (reject or not _names_minor(v.gate.expression, c))
+            ):
+                return True
+    return False
+
+
+@lru_cache(maxsize=4096)
+def _names_minor(expression: str, capability: str) -> bool:
+    """Whether a condition writes out one capability (``(12, 1)``, ``121``, ``1210``, ``sm_121``,
+    ``major == 12 and minor == 1``, ``is_sm121_supported()``)."""
+    c = _cap(capability)
+    major, minor = c.major, c.minor
+    forms = (
+        rf"\b{major}\s*,\s*{minor}\b",
+        rf"\b{major}{minor}0?\b",
+        rf"sm_?{major}{minor}",
+    )
+    if any(re.search(f, expression) for f in forms) or capability in _named(expression):
+        return True
+    return (
+        re.search(rf"\b{major}\b", expression) is not None
+        and re.search(rf"minor\s*[=!]=\s*{minor}\b", expression) is not None
     )
 
 

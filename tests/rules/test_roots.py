@@ -49,7 +49,7 @@ def test_a_predicate_and_its_callers_are_one_finding(result):
     (definition, assignment) = at(result, "pkg/attention.py")
     assert definition.line == 6 and set(definition.also) == {("pkg/attention.py", 11), ("pkg/attention.py", 14)}
     assert definition.root == "`_use_wide_heads` (pkg/attention.py:4)"
-    # ``use_cooperative = … in (10, 11)`` and ``if use_cooperative:``
+    # ``use_cooperative = … in (9, 10, 11)`` and ``if use_cooperative:``
     assert assignment.line == 23 and assignment.also == (("pkg/attention.py", 24),)
 
 
