@@ -34,6 +34,6 @@ def test_moved_and_renamed_file_matches_the_baseline(tmp_path):
 
     changed = tmp_path / "changed"
     (changed / "pkg").mkdir(parents=True)
-    text = SOURCE.read_text("utf-8").replace("major >= 9", "major >= 10")
+    text = SOURCE.read_text("utf-8").replace("major >= 9", "major >= 8")
     (changed / "pkg" / "fusion.py").write_text(text, "utf-8")
     assert [f["rule"] for f in _scan_json(tmp_path, changed, "--baseline", str(baseline))], "a new decision is new"

@@ -185,9 +185,8 @@ def minor_trap(v: GateView) -> bool:
         for c in v.capabilities:
             if c == t.capability or _cap(c).major != _cap(t.capability).major:
                 continue
-            if _cap(c) < _cap(t.capability) or (
-                _cap(c) > _cap(t.capability) and (reject or not _names_minor(v.gate.expression, c))
-            ):
+            newer = _cap(c) > _cap(t.capability)
+            if newer if reject else (not newer or not _names_minor(v.gate.expression, c)):
                 return True
     return False
 
