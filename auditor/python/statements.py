@@ -168,7 +168,7 @@ class Statements(Core):
         names = [text_of(t) for t in targets if t is not None and t.type == "identifier"]
         if not names:
             return v
-        res = Resolution(names[0], fr.mod.path, line_of(node), one_line(fr.mod.text(node), 120))
+        res = Resolution(names[0], fr.mod.path, line_of(node), one_line(fr.mod.text(node), 400))
         assert v.taint is not None
         return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}))))
 

@@ -319,11 +319,17 @@ def negates_a_test_for_target(v: GateView) -> bool:
     is_sm120_supported()``): the target takes the other path on purpose; this is the path for
     the rest, not an allow-list that forgot it. Not for a rejection, whose ``not`` is the check."""
     gate = v.gate
-    return gate.guards == Guards.TAKE and bool(v.excluded) and _BARE_NEGATION.fullmatch(gate.expression) is not None
+    if gate.guards != Guards.TAKE or not v.excluded:
+        return False
+    return any(_bare_negation(c) for c in (gate.expression, *gate.chain[-1:]))
 
 
-_BARE_NEGATION = re.compile(r"(?:not\s+|!\s*)(?:[\w.]+(?:\(\))?|\((?:[^()]|\([^()]*\))*\))")
-"""A condition that is one negated operand: ``not self.is_xqa_impl``, ``!(a || b)``, ``not f()``."""
+def _bare_negation(condition: str) -> bool:
+    """Whether a condition is one negated operand: ``not self.is_xqa_impl``, ``!(a || b)``,
+    ``not (platform.is_cuda() and platform.is_device_capability((12, 0)))``."""
+    c = condition.strip()
+    m = re.match(r"not\s+|!\s*(?!=)", c)
+    return m is not None and _operand(c, m.end()) == c[m.end() :].strip() != ""
 
 
 def guards_is(v: GateView, value: object) -> bool:
@@ -335,19 +341,54 @@ def guards_is(v: GateView, value: object) -> bool:
 def names_the_target(v: GateView) -> bool:
     """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
     the ``else`` of ``is_blackwell()``), or a negated test names the target's major as its argument
-    (``not is_device_capability_family(120)``, ``!= 120``): the condition is written about the
-    target, not a list that forgot it."""
-    majors = {_cap(c).major for c in _named(v.gate.expression)} | _negated_majors(v.gate.expression)
+    (``not is_device_capability_family(120)``, ``!= 120``) — in the condition, its effective form,
+    or the definition of a flag it tests (``if use_topk:`` where ``use_topk = … and not
+    is_device_capability_family(120)``): the condition is written about the target, not a list
+    that forgot it."""
+    gate = v.gate
+    texts = [gate.expression, *gate.chain[-1:]]
+    words = set(_WORD.findall(gate.expression))
+    texts += [r.detail for r in gate.resolutions if r.name in words]
+    majors = {_cap(c).major for c in _named(gate.expression)}.union(*(_negated_majors(t) for t in texts))
     return any(_cap(t.capability).major in majors for t in v.excluded)
 
 
-_NEGATED_TEST = re.compile(r"(?:\bnot\s+[\w.]+\(\s*\(?|!=\s*\(?)\s*(\d+)")
-"""A negated capability test and the first number it names: ``not f(120)``, ``not f((12, 0))``, ``!= 120``."""
+_NEGATION = re.compile(r"\bnot\b|!(?!=)")
+_INEQUALITY = re.compile(r"!=\s*\(?\s*(\d+)")
+_ARGUMENT = re.compile(r"[\w.]+\(\s*\(?\s*(\d+)")
 
 
-def _negated_majors(expression: str) -> set[int]:
-    """The majors named by the negated tests of a condition (120 and 12 both name 12)."""
-    return {n // 10 if n >= 20 else n for n in map(int, _NEGATED_TEST.findall(expression))}
+@lru_cache(maxsize=4096)
+def _negated_majors(expression: str) -> frozenset[int]:
+    """The majors named by the negated tests of a condition (120 and 12 both name 12): the first
+    number of each call inside a negated operand (``not f(120)``, ``not (a and f((12, 0)))``), and
+    ``!= 120``."""
+    numbers = [int(n) for n in _INEQUALITY.findall(expression)]
+    for m in _NEGATION.finditer(expression):
+        numbers += map(int, _ARGUMENT.findall(_operand(expression, m.end())))
+    return frozenset(n // 10 if n >= 20 else n for n in numbers)
+
+
+def _operand(text: str, start: int) -> str:
+    """The operand a ``not`` at ``start`` applies to: a balanced parenthesis, or a call."""
+    i = start
+    while i < len(text) and text[i] == " ":
+        i += 1
+    depth, j = 0, i
+    while j < len(text):
+        ch = text[j]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                break
+            depth -= 1
+            if depth == 0:
+                return text[i : j + 1]
+        elif depth == 0 and ch == " ":
+            break
+        j += 1
+    return text[i:j]
 
 
 def fallback_below(v: GateView) -> bool:

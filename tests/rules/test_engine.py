@@ -9,7 +9,7 @@ import pytest
 
 from auditor import arch, cli, pipeline
 from auditor import verdicts as meaning
-from auditor.model import Feature, Gate, Guards, SourceFile
+from auditor.model import Feature, Gate, Guards, Resolution, SourceFile
 from auditor.rules import engine, rulebook
 from auditor.rules import vocabulary as predicates
 from auditor.rules.vocabulary import GateView, Relatives
@@ -404,3 +404,22 @@ def test_a_host_arm_is_the_host_path_not_dead_code():
     assert not holds("dead", host_arm, relatives=rel.get("h", Relatives()))
     legacy = gate(("host",), domain="target", id="l", line=3, chain=("!NV_PROVIDES_SM_70", "__CUDA_ARCH__ < 500"))
     assert holds("dead", legacy, relatives=predicates.relatives([earlier, legacy]).get("l", Relatives()))
+
+
+def test_a_carve_out_that_names_the_target_is_written_about_it():
+    """``not is_device_capability_family(120)`` in the condition, in its effective form, or in the
+    definition of the flag it tests: the target is left out on purpose."""
+    below_12 = caps(9, 10, 11)
+    carve = "has_device_capability(90) and not is_device_capability_family(120)"
+    assert holds("names_the_target", gate(below_12, expression=carve))
+    flag = Resolution("use_topk", "f.py", 1, f"use_topk = n <= 64 and {carve}")
+    assert holds("names_the_target", gate(below_12, expression="use_topk", resolutions=(flag,)))
+    assert not holds("names_the_target", gate(below_12, expression="use_topk"))
+    assert not holds("names_the_target", gate(below_12, expression="major >= 9 and major < 12"))
+
+
+def test_a_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
+    nested = "not (platform.is_cuda() and platform.is_device_capability((12, 0)))"
+    rest = tuple(c for c in CAPS if c != "12.0")
+    assert holds("negates_a_test_for_target", gate(rest, expression="x", chain=(nested,)))
+    assert not holds("negates_a_test_for_target", gate(rest, expression="not a and b"))
