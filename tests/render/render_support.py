@@ -47,3 +47,13 @@ def chromium() -> Iterator:
             yield browser
         finally:
             browser.close()
+
+
+def open_report(browser, path: Path, problems: list[str], width: int = 1280, height: int = 800, timeout: int = 30_000):
+    """A report opened in a new page, ready; page errors and console errors go to ``problems``."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready=true]", timeout=timeout)
+    return page

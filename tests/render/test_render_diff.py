@@ -12,7 +12,7 @@ import pytest
 from auditor import diff
 from auditor.render import diff as render
 from tests.conftest import FIXTURES
-from tests.render.render_support import ARTIFACTS, chromium, scan
+from tests.render.render_support import ARTIFACTS, chromium, open_report, scan
 
 DEFINITION = FIXTURES / "diff" / "definition"
 
@@ -73,11 +73,7 @@ def test_diff_page_in_chromium_filters_and_fits(tmp_path, changed):
     from playwright.sync_api import expect
 
     with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.goto(path.as_uri())
-        page.wait_for_selector("body[data-ready=true]")
+        page = open_report(browser, path, problems)
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         rows = page.locator(".row.change")
         expect(rows).to_have_count(len(changed.changes))

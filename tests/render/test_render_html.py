@@ -16,7 +16,7 @@ import pytest
 from auditor.model import excerpt_windows
 from auditor.render import html
 from tests.conftest import wheel
-from tests.render.render_support import ARTIFACTS, REPORTS, chromium, scan
+from tests.render.render_support import ARTIFACTS, REPORTS, chromium, open_report, scan
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
 
@@ -203,11 +203,7 @@ def test_first_screen_lists_root_causes_worst_first_own_code_before_vendored(tmp
     from playwright.sync_api import expect
 
     with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.goto(path.as_uri())
-        page.wait_for_selector("body[data-ready=true]")
+        page = open_report(browser, path, problems)
         assert page.locator('.tabs button[data-domain="findings"]').get_attribute("aria-selected") == "true"
         rows = page.locator(".row.root")
         expect(rows).to_have_count(len({(f.input, f.root or f.decision or f.gate) for f in result.findings}))

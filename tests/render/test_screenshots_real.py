@@ -15,19 +15,14 @@ from auditor import diff
 from auditor.render import diff as render_diff
 from auditor.render import html
 from tests.conftest import wheel
-from tests.render.render_support import ARTIFACTS, chromium, scan
+from tests.render.render_support import ARTIFACTS, chromium, open_report, scan
 
 pytestmark = pytest.mark.slow
 VIEWPORT = {"width": 1280, "height": 800}
 
 
 def _open(browser, path, problems):
-    page = browser.new_page(viewport=VIEWPORT)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.goto(path.as_uri())
-    page.wait_for_selector("body[data-ready=true]", timeout=120_000)
-    return page
+    return open_report(browser, path, problems, VIEWPORT["width"], VIEWPORT["height"], timeout=120_000)
 
 
 @pytest.mark.parametrize("requirement", ["sglang==0.5.15", "vllm==0.33.0"])
