@@ -122,5 +122,5 @@ def test_real_wheel_log_is_valid():
     log = json.loads(sarif.render(scan(wheel("flashinfer-python==0.6.0"), formats=("sarif",))))
     assert_valid(log)
     results = log["runs"][0]["results"]
-    assert len(results) > 50
+    assert len(results) > 20  # one result per root cause: the 13 PDL guards of trtllm_allreduce.cuh are one
     assert len({(r["ruleId"], r["partialFingerprints"][sarif.FINGERPRINT]) for r in results}) == len(results)
