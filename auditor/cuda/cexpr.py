@@ -12,7 +12,7 @@ the known operand alone decides the result (``0 && x``, ``1 || x``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 MASK = (1 << 64) - 1
@@ -307,20 +307,24 @@ def value_identifiers(node: Node) -> set[str]:
 
 
 def _names(node: Node, tags: tuple[str, ...], acc: set[str]) -> set[str]:
-    """Adds to ``acc`` the name of every node tagged one of ``tags`` (an explicit stack: no recursion limit)."""
+    """Adds to ``acc`` the name of every node tagged one of ``tags``."""
+    acc.update(n[1] for n in nodes(node) if n[0] in tags)
+    return acc
+
+
+def nodes(node: Node) -> Iterator[Node]:
+    """Every node of a condition, ``node`` first (an explicit stack: no recursion limit)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        yield n
         tag = n[0]
-        if tag in tags:
-            acc.add(n[1])
-        elif tag == "un":
+        if tag == "un":
             stack.append(n[2])
         elif tag == "bin":
             stack.extend((n[2], n[3]))
         elif tag == "cond":
             stack.extend((n[1], n[2], n[3]))
-    return acc
 
 
 Value = tuple[int, bool] | None

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tree_sitter_cpp
 from tree_sitter import Language, Node, Parser
@@ -29,9 +29,13 @@ from tree_sitter import Language, Node, Parser
 from auditor import arch, datafiles, fingerprint
 from auditor.arch import Capability
 from auditor.cuda import cexpr
+from auditor.cuda.includes import Scopes
 from auditor.cuda.structure import Constraint, Structure
 from auditor.model import Domain, FileError, Gate, GateKind, Guards, Resolution, ResolvedBy
 from auditor.model import Language as Lang
+
+if TYPE_CHECKING:  # gates.py imports this module
+    from auditor.cuda.gates import FileScan
 
 MAJOR = ("id", "<major>")
 """The device's major, as a condition node."""
@@ -375,19 +379,7 @@ def _mentions(v: Value) -> bool:
         return any(_mentions(x) for x in v.values())
     if not isinstance(v, tuple):
         return False
-    stack = [v]
-    while stack:
-        n = stack.pop()
-        tag = n[0]
-        if n in (MAJOR, MINOR) or (tag == "call" and n[1] != "<unknown>"):
-            return True
-        if tag == "un":
-            stack.append(n[2])
-        elif tag == "bin":
-            stack.extend((n[2], n[3]))
-        elif tag == "cond":
-            stack.extend((n[1], n[2], n[3]))
-    return False
+    return any(n in (MAJOR, MINOR) or (n[0] == "call" and n[1] != "<unknown>") for n in cexpr.nodes(v))
 
 
 @lru_cache(maxsize=4096)
@@ -1075,10 +1067,10 @@ def _and(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else True
 
 
-def gates(scans: Iterable[Any], scopes: Any, input_name: str, errors: list[FileError]) -> list[Gate]:
+def gates(scans: Iterable[FileScan], scopes: Scopes, input_name: str, errors: list[FileError]) -> list[Gate]:
     """Every host check of the input's files (``FileScan``s carrying a :class:`HostScan`),
     evaluated over the device capabilities, with the preprocessor branches around it (each file
-    under the derived macros it can see: ``scopes``, a :class:`~auditor.cuda.includes.Scopes`)."""
+    under the derived macros it can see: ``scopes``)."""
     scans = [s for s in scans if s.host.checks or s.host.helpers]
     helpers: dict[str, Helper] = {}
     where: dict[str, str] = {}
