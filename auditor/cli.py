@@ -454,7 +454,15 @@ def cmd_rules(args) -> int:
         print(rulebook.describe(rule), end="")
         return EXIT_CLEAN
     if args.action == "list":
-        rows = [(r.id, r.severity, r.name, ", ".join(r.languages + r.kinds) or "all gates") for r in chosen]
+        rows = [
+            (
+                r.id,
+                r.severity,
+                r.name,
+                (", ".join(r.languages + r.kinds) or "all gates") + (" (opt-in)" if r.opt_in else ""),
+            )
+            for r in chosen
+        ]
         widths = [max((len(str(row[i])) for row in rows), default=0) for i in range(3)]
         for row in rows:
             print("  ".join(f"{c:<{w}}" for c, w in zip(row, widths)) + "  " + row[3])
@@ -462,7 +470,8 @@ def cmd_rules(args) -> int:
     from auditor import pipeline
 
     def scan(files, rule):
-        _, findings, errors = pipeline.audit_input(files, "example", pipeline.Options(rules=(rule,), jobs=1))
+        options = pipeline.Options(rules=(rule,), select=(rule.id,), jobs=1)
+        _, findings, errors = pipeline.audit_input(files, "example", options)
         return findings, errors
 
     failed = 0

@@ -137,6 +137,7 @@ def rule_section(r: rulebook.Rule) -> str:
             else []
         ),
         *(["**Counted in the headline** (a finding means its decision routes a target away)"] if r.routes_away else []),
+        *(["**Opt-in:** reported only when selected (`--select " + r.id + "`)"] if r.opt_in else []),
         "**When:**\n\n```yaml\n" + r.condition + "\n```",
         "### Why is this bad?\n\n" + r.rationale,
         "### What to do\n\n" + r.remediation,

@@ -57,16 +57,16 @@ def test_only_excluding_filters_every_format(tree, capsys, tmp_path):
 
 def test_pyproject_table_sets_defaults_and_flags_win(tree, capsys):
     (tree / "pyproject.toml").write_text(
-        '[tool.archaudit]\ntarget = "12.1"\nselect = ["ARCH003"]\nfail-on = "high"\nexclude = ["pkg/**"]\n',
+        '[tool.archaudit]\ntarget = "12.1"\nselect = ["ARCH001"]\nfail-on = "high"\nexclude = ["pkg/**"]\n',
         "utf-8",
     )
     code, out, _ = run(capsys, "src", "--format", "json")
     doc = json.loads(out)
     assert doc["targets"] == ["12.1"]
-    assert {f["rule"] for f in doc["findings"]} == {"ARCH003"} and code == 1
+    assert {f["rule"] for f in doc["findings"]} == {"ARCH001"} and code == 1
     assert not any(g["file"].startswith("pkg/") for g in doc["gates"])
-    code, out, _ = run(capsys, "src", "--format", "json", "--select", "ARCH001", "--exit-zero")
-    assert {f["rule"] for f in json.loads(out)["findings"]} == {"ARCH001"} and code == 0
+    code, out, _ = run(capsys, "src", "--format", "json", "--select", "ARCH007", "--exit-zero")
+    assert {f["rule"] for f in json.loads(out)["findings"]} == {"ARCH007"} and code == 0
 
 
 def test_pyproject_unknown_key_is_an_error(tree, capsys):
@@ -79,7 +79,7 @@ def test_statistics_counts_per_rule(tree, capsys):
     code, out, _ = run(capsys, "src", "--statistics")
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["3", "ARCH001", "high"]
-    assert lines[-1].split() == ["6", "findings"]
+    assert lines[-1].split() == ["4", "findings"]
 
 
 def test_vendored_glob_orders_own_code_first(tree, capsys):

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import tree_sitter_cpp
 from tree_sitter import Language, Node, Parser
@@ -33,9 +33,6 @@ from auditor.cuda.includes import Scopes
 from auditor.cuda.structure import Constraint, Structure
 from auditor.model import Domain, FileError, Gate, GateKind, Guards, Resolution, ResolvedBy
 from auditor.model import Language as Lang
-
-if TYPE_CHECKING:  # gates.py imports this module
-    from auditor.cuda.gates import FileScan
 
 MAJOR = ("id", "<major>")
 """The device's major, as a condition node."""
@@ -1067,7 +1064,23 @@ def _and(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else True
 
 
-def gates(scans: Iterable[FileScan], scopes: Scopes, input_name: str, errors: list[FileError]) -> list[Gate]:
+class Scanned(Protocol):
+    """A file's scan (:class:`auditor.cuda.gates.FileScan`, which imports this module), as far as the host pass reads it."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def package(self) -> str: ...
+
+    @property
+    def structure(self) -> Structure: ...
+
+    @property
+    def host(self) -> HostScan: ...
+
+
+def gates(scans: Iterable[Scanned], scopes: Scopes, input_name: str, errors: list[FileError]) -> list[Gate]:
     """Every host check of the input's files (``FileScan``s carrying a :class:`HostScan`),
     evaluated over the device capabilities, with the preprocessor branches around it (each file
     under the derived macros it can see: ``scopes``)."""

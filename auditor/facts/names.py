@@ -33,6 +33,8 @@ class Table:
     """External dotted names with a known value on a CUDA build (``torch.version.hip``: None)."""
     returns: dict
     """External calls with a known result on an NVIDIA device (``torch.cuda.is_available``: True)."""
+    paths: tuple[tuple[re.Pattern, dict], ...]
+    """Patterns of architecture names in a file's path."""
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
@@ -80,6 +82,7 @@ def table() -> Table:
         reject_calls=re.compile("|".join(f"(?:{p})" for p in api["reject_calls"])),
         constants=dict(api["constants"]),
         returns=dict(api["returns"]),
+        paths=tuple((re.compile(p["pattern"]), p) for p in raw["paths"]["patterns"]),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
         toolkit=Toolkit(
@@ -118,15 +121,29 @@ def promised(name: str) -> frozenset[str] | None:
     """The capabilities a predicate's name promises (``is_sm100a_supported`` -> 10.0), or None."""
     for pattern, entry in table().predicates:
         m = pattern.match(name)
-        if not m:
-            continue
-        groups = (m.group(0), *m.groups())
-        if "capabilities" in entry:
-            caps = set(entry["capabilities"])
-        elif "capability" in entry:
-            caps = {entry["capability"].format(*groups)}
-        else:
-            major = entry["major"].format(*groups)
-            caps = {c for c in arch.capabilities() if arch.Capability.parse(c).major == int(major)}
-        return frozenset(c for c in caps if c in arch.capabilities())
+        if m:
+            return _named(entry, m)
     return None
+
+
+@cache
+def path_architectures(path: str) -> frozenset[str]:
+    """The capabilities a file's path names (``cutlass/gemm/kernel/sm90_gemm_tma.hpp`` -> 9.0)."""
+    found: set[str] = set()
+    for pattern, entry in table().paths:
+        for m in pattern.finditer(path.lower()):
+            found |= _named(entry, m)
+    return frozenset(found)
+
+
+def _named(entry: dict, m: re.Match) -> frozenset[str]:
+    """What one match of a name pattern names: a capability, every capability of a major, or a list."""
+    groups = (m.group(0), *m.groups())
+    if "capabilities" in entry:
+        caps = set(entry["capabilities"])
+    elif "capability" in entry:
+        caps = {entry["capability"].format(*groups)}
+    else:
+        major = entry["major"].format(*groups)
+        caps = {c for c in arch.capabilities() if arch.Capability.parse(c).major == int(major)}
+    return frozenset(c for c in caps if c in arch.capabilities())

@@ -49,9 +49,9 @@ def known_ids(rules: Iterable[Rule]) -> frozenset[str]:
     return frozenset(r.id for r in rules) | {UNUSED_SUPPRESSION}
 
 
-def active(rule_id: str, select: Sequence[str], ignore: Sequence[str]) -> bool:
-    """Whether ``--select``/``--ignore`` keep a rule (no ``--select``: all)."""
-    return (not select or rule_id in select) and rule_id not in ignore
+def active(rule_id: str, select: Sequence[str], ignore: Sequence[str], opt_in: bool = False) -> bool:
+    """Whether ``--select``/``--ignore`` keep a rule (no ``--select``: all but the opt-in ones)."""
+    return (rule_id in select if select or opt_in else True) and rule_id not in ignore
 
 
 def confidence(gate: Gate) -> str:
@@ -146,7 +146,7 @@ def apply(
     packages: Mapping[str, Mapping[str, str]] = {},
 ) -> list[Finding]:
     """Findings of the active rules, minus suppressed and baselined ones, plus unused suppressions."""
-    chosen = [r for r in rules if active(r.id, select, ignore)]
+    chosen = [r for r in rules if active(r.id, select, ignore, r.opt_in)]
     by_id = {g.id: g for g in gates}
     marks = suppressions(files)
     used: set[Suppression] = set()

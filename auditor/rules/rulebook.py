@@ -75,6 +75,7 @@ class Rule:
     """Rules that say the same and more: this one is dropped on a gate where one of them fires."""
     routes_away: bool
     """A finding means its decision routes a target away from a fast path (the headline counts them)."""
+    opt_in: bool
     message: str
     rationale: str
     remediation: str
@@ -249,6 +250,7 @@ def parse(text: str, path: str) -> Rule:
         condition=yaml.safe_dump(data["when"], sort_keys=False, default_flow_style=False).strip(),
         yields_to=tuple(data.get("yields_to", ())),
         routes_away=bool(data.get("routes_away", False)),
+        opt_in=bool(data.get("opt_in", False)),
         message=data["message"].strip(),
         rationale=data["rationale"].strip(),
         remediation=data["remediation"].strip(),

@@ -176,19 +176,59 @@ def admits_target_major(v: GateView) -> bool:
 
 def minor_trap(v: GateView) -> bool:
     """An excluded target's major is admitted through another minor (12.0 in, 12.1 out). Not when
-    the condition itself names the newer minor it admits (``is_gb10 = capability == (12, 1)``
-    detects that part on purpose); a flag that only carries such a split from elsewhere (``if
-    ENABLE_FAST:`` where ``sm == 120`` turned 12.0 away) is still one. For a rejection the newer
-    minor must be the one let through (``if sm == 120: return False`` lets 12.1 in)."""
-    reject = v.gate.guards == Guards.REJECT
+    the condition is written about the excluded minor (``if sm == 120: return False`` keeps 12.0
+    out on purpose: :func:`minor_let_through` is that one's question), nor when it names the newer
+    minor it admits (``is_gb10 = capability == (12, 1)`` detects that part on purpose); a flag
+    that only carries such a split from elsewhere (``if ENABLE_FAST:`` where ``sm == 120``
+    turned 12.0 away) is still one."""
+    expression = v.gate.expression
     for t in v.excluded:
+        if _names_minor(expression, t.capability):
+            continue
         for c in v.capabilities:
             if c == t.capability or _cap(c).major != _cap(t.capability).major:
                 continue
-            newer = _cap(c) > _cap(t.capability)
-            if newer if reject else (not newer or not _names_minor(v.gate.expression, c)):
+            if not (_cap(c) > _cap(t.capability) and _names_minor(expression, c)):
                 return True
     return False
+
+
+def minor_let_through(v: GateView) -> bool:
+    """The condition keeps one minor out by name and lets a newer requested sibling of the same
+    major in (``if sm_version == 120: return False`` admits 12.1): whatever kept 12.0 out is
+    likely to hold for 12.1, which shares its instruction set. Keeping the newer minor out by
+    name (``__CUDA_ARCH__ != 1210``) is about that part, and lets nothing through by mistake."""
+    return bool(_let_through(v))
+
+
+def _let_through(v: GateView) -> tuple[Target, ...]:
+    """Requested targets admitted beside an older excluded one of their major that the condition names."""
+    named = [t for t in v.excluded if _names_minor(v.gate.expression, t.capability)]
+    return tuple(
+        t
+        for t in v.targets
+        if t not in v.excluded
+        and any(
+            _cap(n.capability).major == _cap(t.capability).major and _cap(n.capability) < _cap(t.capability)
+            for n in named
+        )
+        and not _names_minor(v.gate.expression, t.capability)
+    )
+
+
+def own_architecture(v: GateView) -> bool:
+    """The gate sits in code written for other architectures and keeps to them: the file's path
+    names architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``; ``data/predicate-names.json``),
+    everything the gate admits is of their generations, and no excluded target is. A compile
+    guard or an assert of a per-architecture implementation turns nothing away: which code a
+    device gets is decided where the implementation is chosen."""
+    named = names.path_architectures(v.gate.file)
+    if not named or not v.capabilities or not v.excluded:
+        return False
+    generations = {arch.generation(c) for c in named}
+    return all(arch.generation(c) in generations for c in v.capabilities) and not any(
+        arch.generation(t.capability) in generations for t in v.excluded
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -459,6 +499,8 @@ PREDICATES: dict[str, Predicate] = {
     "admits_above_target": admits_above_target,
     "upper_bound_cuts_target": upper_bound_cuts_target,
     "minor_trap": minor_trap,
+    "minor_let_through": minor_let_through,
+    "own_architecture": own_architecture,
     "admits_target_major": admits_target_major,
     "several_generations": several_generations,
     "feature_family": feature_family,
@@ -629,6 +671,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
+    "targets_let_through": lambda v: _labels(_let_through(v)),
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",

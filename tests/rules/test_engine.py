@@ -78,8 +78,16 @@ def test_minor_trap_names_the_older_minor_and_single_target():
     assert not holds("minor_trap", gate(caps("12.1"), expression="cap == (12, 1)"))  # names it: on purpose
     assert holds("minor_trap", gate(caps("12.1"), expression="ENABLE_FAST"))  # a flag carries a split made elsewhere
     rejecting = {c: gate(caps(c), guards=Guards.REJECT, surely=caps(c)) for c in ("12.0", "12.1")}
-    assert holds("minor_trap", rejecting["12.0"])  # `if sm == 120: return False` lets 12.1 through
-    assert not holds("minor_trap", rejecting["12.1"])
+    assert holds("minor_trap", rejecting["12.0"])  # `if not FAST_OK: raise` where the flag split 12.0 from 12.1
+    assert holds("minor_trap", rejecting["12.1"])
+    by_name = {
+        c: gate(caps(c), guards=Guards.REJECT, surely=caps(c), expression=f"sm == {c.replace('.', '')}")
+        for c in ("12.0", "12.1")
+    }
+    # `if sm == 120: return False` keeps 12.0 out on purpose and lets 12.1 through: ARCH010's question
+    assert not holds("minor_trap", by_name["12.0"]) and holds("minor_let_through", by_name["12.0"])
+    # `if sm == 121: return False` is about GB10 itself: nothing is let through by mistake
+    assert not holds("minor_trap", by_name["12.1"]) and not holds("minor_let_through", by_name["12.1"])
     assert not holds("minor_trap", gate(caps(12)))
     assert not holds(
         "minor_trap",
@@ -281,7 +289,7 @@ def test_suppression_on_the_gate_line_and_the_line_above():
 def test_unused_suppressions_are_reported_as_info():
     text = (
         f"// archaudit: ignore[ARCH003]\n{GUARD}\n  cudaGridDependencySynchronize();\n#endif\n"
-        "// archaudit: ignore[ARCH006]\nint x;\n"
+        "// archaudit: ignore[ARCH005]\nint x;\n"
     )
     found = run([src("a.cuh", text)])
     unused = [f for f in found if f.rule == engine.UNUSED_SUPPRESSION]

@@ -28,7 +28,7 @@ CASES = [
 
 def scan(files, rule, targets=arch.DEFAULT_TARGETS):
     """The real pipeline, one input, with only ``rule`` active."""
-    options = pipeline.Options(targets=arch.parse_targets(targets), rules=(rule,), jobs=1)
+    options = pipeline.Options(targets=arch.parse_targets(targets), rules=(rule,), select=(rule.id,), jobs=1)
     _, findings, errors = pipeline.audit_input(files, "example", options)
     return findings, errors
 
