@@ -139,6 +139,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     _input_arguments(p)
     _output_arguments(p)
     _rule_arguments(p)
+    p.add_argument(
+        "--unreached",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also judge vendored code the package never includes or imports (listed, not judged, by default)",
+    )
 
 
 def _rule_arguments(p: argparse.ArgumentParser) -> None:
@@ -364,7 +370,8 @@ def _rule_options(args) -> dict:
         raise UsageError(f"unknown rule id {', '.join(unknown)} (see `archaudit rules list`)")
     baseline_file, writing = getattr(args, "baseline", None), getattr(args, "write_baseline", None)
     baseline = engine.load_baseline(baseline_file) if baseline_file and not writing else frozenset()
-    return {"rules": rules, "select": select, "ignore": ignore, "baseline": baseline}
+    unreached = bool(getattr(args, "unreached", False))
+    return {"rules": rules, "select": select, "ignore": ignore, "baseline": baseline, "unreached": unreached}
 
 
 def write_baseline(result: AuditResult, args) -> None:

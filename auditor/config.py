@@ -21,7 +21,7 @@ LISTS = ("target", "cuda", "include", "exclude", "select", "ignore", "rules", "v
 """Keys whose value is a list of strings (``target`` also accepts ``"12.0,12.1"``)."""
 SCALARS = ("fail-on", "baseline")
 """Keys whose value is one string."""
-FLAGS = ("exit-zero", "quiet")
+FLAGS = ("exit-zero", "quiet", "unreached")
 """Keys whose value is a boolean."""
 
 

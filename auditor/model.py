@@ -100,6 +100,17 @@ class Classification(Word):
     """Nothing known either way."""
 
 
+class Reach(Word):
+    """Whether the package can run a gate's code at all (:mod:`auditor.pipeline.reach`)."""
+
+    REACHED = ""
+    """Its own code, or vendored code it builds or imports."""
+    UNINCLUDED = "unincluded"
+    """A vendored header no translation unit or JIT source of the input includes."""
+    UNIMPORTED = "unimported"
+    """A module of a vendored Python tree that nothing outside the tree imports."""
+
+
 class Severity(Word):
     """How much a finding matters, lowest first (``--fail-on`` counts from one up)."""
 
@@ -231,6 +242,8 @@ class Gate:
     extensions: tuple[str, ...] = ()
     """Shipped binaries (paths) the guarded code reaches: the module it imports, the ``torch.ops``
     namespace it calls. The binary rules judge only these."""
+    reach: Reach = Reach.REACHED
+    """Unreached code (a vendored header nothing includes) is listed, not judged by the rules."""
 
 
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

@@ -38,17 +38,21 @@ from auditor.model import (
     Target,
     excerpt_windows,
 )
+from auditor.pipeline import reach
 from auditor.pipeline.cache import EXTRACTED, FINAL, Cache, InputResult, input_digest, json_digest, tool_digest
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
+from auditor.rules.roots import vendored
 from auditor.sources import (
     Filters,
     InputError,
     Provider,
+    ReadError,
     close_archives,
     provider_for,
     providers,
     read_all,
+    read_file,
 )
 
 
@@ -75,6 +79,8 @@ class Options:
     """Findings already known (``engine.load_baseline``); they are not reported again."""
     excerpts: bool = False
     """Gather the source lines the HTML report shows (``AuditResult.excerpts``)."""
+    unreached: bool = False
+    """Judge gates in vendored code the package never reaches too (:mod:`.reach`)."""
     toolkits: tuple[str, ...] = ()
     """The CUDA toolkits evaluated (``12.8``, ``13.0``); empty: every known one. A verdict is
     the newest chosen toolkit's (:func:`arch.chosen_toolkits` checks the names)."""
@@ -102,7 +108,18 @@ def cuda_gates(
             scans.append(scanned)
     table = MacroTable.build((s.path, s.structure) for s in scans)
     scopes = Scopes(scans, table, toolkits)
-    return cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors), errors
+    found = cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors)
+    python = ((f.path, _bytes(f)) for f in files if f.language == "python" and not vendored(f.path)[0])
+    unreached = reach.headers([s.path for s in scans], [s.structure.includes for s in scans], python)
+    return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in found], errors
+
+
+def _bytes(f) -> bytes:
+    """A file's bytes, or none when it can no longer be read (its read error is reported elsewhere)."""
+    try:
+        return read_file(f)
+    except ReadError:
+        return b""
 
 
 def apply_rules(
@@ -124,6 +141,7 @@ def apply_rules(
         options.ignore,
         options.baseline,
         packages or {},
+        options.unreached,
     )
 
 
@@ -211,9 +229,17 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         if kept is None:
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
+        python = (_imported(python[0], files), python[1])
         py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"])
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))
     return InputResult(c_gates + py_gates, findings, c_found[1] + python[1] + bin_errors, binaries)
+
+
+def _imported(gates: list[Gate], files: Sequence) -> list[Gate]:
+    """The Python gates, those in vendored trees nothing imports marked (:func:`.reach.modules`)."""
+    by_path = {f.path: f for f in files if f.language == "python"}
+    unreached = reach.modules(by_path, lambda p: _bytes(by_path[p]))
+    return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in gates]
 
 
 def _scanned(files: list, reads: list[Read], store: Cache, workers: Workers) -> list[Read]:
@@ -254,6 +280,7 @@ def config_digest(options: Options) -> str:
         sorted(options.select),
         sorted(options.ignore),
         sorted(map(list, options.baseline)),
+        options.unreached,
     ]
     return json_digest(parts)
 

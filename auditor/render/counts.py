@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from auditor.model import SEVERITIES, AuditResult, Classification, DiffResult, GateChange, Status, Verdict
+from auditor.model import SEVERITIES, AuditResult, Classification, DiffResult, GateChange, Reach, Status, Verdict
 from auditor.verdicts import verdicts
 
 
@@ -30,6 +30,8 @@ class Headline:
     """Gates whose own condition is false on a requested target (most of them are not findings)."""
     findings: int
     errors: int
+    unreached: int = 0
+    """Gates in vendored code the package never includes or imports: listed, not judged."""
 
 
 def headline(result: AuditResult) -> Headline:
@@ -47,7 +49,23 @@ def headline(result: AuditResult) -> Headline:
         excluding=excluding,
         findings=len(result.findings),
         errors=len(result.errors),
+        unreached=sum(1 for g in result.gates if g.reach),
     )
+
+
+REACH = {
+    Reach.UNINCLUDED: "a vendored header that no translation unit or JIT source of the input includes",
+    Reach.UNIMPORTED: "a vendored module that nothing of the package imports",
+}
+"""Why a gate is not judged, by its :attr:`~auditor.model.Gate.reach`."""
+
+
+def unreached_note(h: Headline) -> str:
+    """Why some gates have no finding, in words ("" when every gate was judged)."""
+    if not h.unreached:
+        return ""
+    gates = "gate" if h.unreached == 1 else "gates"
+    return f"{h.unreached:,} {gates} in vendored code the package never includes or imports, not judged (--unreached judges them)"
 
 
 def sentence(h: Headline, targets: str) -> str:

@@ -56,6 +56,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["name_implies"] = list(gate.name_implies)
     if gate.extensions:
         doc["extensions"] = list(gate.extensions)
+    if gate.reach:
+        doc["reach"] = gate.reach
     if gate.toolkits:
         doc["toolkits"] = {target: list(releases) for target, releases in gate.toolkits}
         doc["toolkit_verdicts"] = toolkit_notes(gate, targets, toolkits)
@@ -106,6 +108,7 @@ def summary_document(result: AuditResult) -> dict:
         "excluding_gates": h.excluding,
         "findings": h.findings,
         "errors": h.errors,
+        "unreached_gates": h.unreached,
     }
 
 

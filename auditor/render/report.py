@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from auditor import model
 from auditor.model import AuditResult, Classification, Finding, Gate, RuleInfo, Verdict
-from auditor.render.counts import headline, sentence
+from auditor.render.counts import headline, sentence, unreached_note
 from auditor.render.json import verdicts
 from auditor.render.text import printable
 
@@ -92,6 +92,8 @@ class Summary:
     """Of those, the ones whose guarded code the target can run."""
     headline: str
     """The two counts in words, as every format states them."""
+    unreached: str
+    """Gates not judged because the package never reaches their code, in words ("" when none)."""
     by_severity: tuple[tuple[str, int], ...]
     """Findings per severity, worst first (all severities, zeros included)."""
     by_classification: tuple[tuple[str, int], ...]
@@ -124,6 +126,7 @@ def summary(result: AuditResult) -> Summary:
         decisions=head.decisions,
         runnable=head.runnable,
         headline=sentence(head, ", ".join(t.label for t in result.targets)),
+        unreached=unreached_note(head),
         by_severity=tuple((s, severity[s]) for s in SEVERITIES)
         + tuple(sorted((s, n) for s, n in severity.items() if s not in SEVERITIES)),
         by_classification=tuple((c, classes[c]) for c in order if classes[c] or c in CLASSIFICATIONS),

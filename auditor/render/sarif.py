@@ -143,7 +143,12 @@ def document(result: AuditResult) -> dict:
 def _headline(result: AuditResult) -> dict:
     """The headline counts, as the other formats state them."""
     h = headline(result)
-    return {"decisions_routed_away": h.decisions, "decisions_runnable": h.runnable, "findings": h.findings}
+    return {
+        "decisions_routed_away": h.decisions,
+        "decisions_runnable": h.runnable,
+        "findings": h.findings,
+        "unreached_gates": h.unreached,
+    }
 
 
 def render(result: AuditResult) -> str:

@@ -87,6 +87,8 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
                 lines.append(f"         via {r.name} ({r.file}:{r.line})")
             if g.features:
                 lines.append("         uses " + ", ".join(f.token for f in g.features[:6]))
+            if g.reach:
+                lines.append(f"         not judged: {counts.REACH[g.reach]}")
             for f in findings.get(g.id, []):
                 lines.append(f"         [{f.severity}] {f.rule}: {f.message}")
         lines.append("")
@@ -106,4 +108,6 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
         f"{head.gates} gates, {head.excluding} exclude {'/'.join(t.label for t in targets)}, "
         f"{len(result.findings)} findings{f' ({by_severity})' if by_severity else ''}, {len(result.errors)} errors"
     )
+    if head.unreached:
+        lines.append(counts.unreached_note(head))
     return "\n".join(map(printable, lines)) + "\n"

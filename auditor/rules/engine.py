@@ -144,10 +144,16 @@ def apply(
     ignore: Sequence[str] = (),
     baseline: frozenset[tuple[str, str]] = frozenset(),
     packages: Mapping[str, Mapping[str, str]] = {},
+    unreached: bool = False,
 ) -> list[Finding]:
-    """Findings of the active rules, minus suppressed and baselined ones, plus unused suppressions."""
+    """Findings of the active rules, minus suppressed and baselined ones, plus unused suppressions.
+    Gates in code the package never reaches (:attr:`Gate.reach`) are judged only with ``unreached``."""
     chosen = [r for r in rules if active(r.id, select, ignore, r.opt_in)]
     by_id = {g.id: g for g in gates}
+    if not unreached:
+        skipped = {g.file for g in gates if g.reach}
+        gates = [g for g in gates if not g.reach]
+        files = [f for f in files if f.path not in skipped]
     marks = suppressions(files)
     used: set[Suppression] = set()
     kept = []

@@ -175,60 +175,52 @@ def admits_target_major(v: GateView) -> bool:
 
 
 def minor_trap(v: GateView) -> bool:
-    """An excluded target's major is admitted through another minor (12.0 in, 12.1 out). Not when
-    the condition is written about the excluded minor (``if sm == 120: return False`` keeps 12.0
-    out on purpose: :func:`minor_let_through` is that one's question), nor when it names the newer
-    minor it admits (``is_gb10 = capability == (12, 1)`` detects that part on purpose); a flag
-    that only carries such a split from elsewhere (``if ENABLE_FAST:`` where ``sm == 120``
-    turned 12.0 away) is still one."""
-    expression = v.gate.expression
-    for t in v.excluded:
-        if _names_minor(expression, t.capability):
-            continue
-        for c in v.capabilities:
-            if c == t.capability or _cap(c).major != _cap(t.capability).major:
-                continue
-            if not (_cap(c) > _cap(t.capability) and _names_minor(expression, c)):
-                return True
-    return False
+    """An older minor of an excluded target's major is admitted, the target not (12.0 in, 12.1
+    out): code written for one part and never revisited. Not when the condition names the
+    excluded minor (``__CUDA_ARCH__ != 1210``, ``assert(sm != 121)`` keep GB10 out on
+    purpose). The mirror image, 12.0 out and 12.1 in, is :func:`minor_let_through`."""
+    return any(
+        _cap(c).major == _cap(t.capability).major and _cap(c) < _cap(t.capability)
+        for t in v.excluded
+        if not _names_minor(v.gate.expression, t.capability)
+        for c in v.capabilities
+    )
 
 
 def minor_let_through(v: GateView) -> bool:
-    """The condition keeps one minor out by name and lets a newer requested sibling of the same
-    major in (``if sm_version == 120: return False`` admits 12.1): whatever kept 12.0 out is
-    likely to hold for 12.1, which shares its instruction set. Keeping the newer minor out by
-    name (``__CUDA_ARCH__ != 1210``) is about that part, and lets nothing through by mistake."""
+    """An older minor is excluded and a newer requested sibling of the same major let in (``if
+    sm_version == 120: return False`` admits 12.1, and so does a flag set from it): whatever
+    kept 12.0 out is likely to hold for 12.1, which shares its instruction set. Not when the
+    condition names the newer minor it admits (``is_gb10 = capability == (12, 1)`` detects that
+    part on purpose)."""
     return bool(_let_through(v))
 
 
 def _let_through(v: GateView) -> tuple[Target, ...]:
-    """Requested targets admitted beside an older excluded one of their major that the condition names."""
-    named = [t for t in v.excluded if _names_minor(v.gate.expression, t.capability)]
+    """Requested targets admitted beside an older excluded target of their major."""
     return tuple(
         t
         for t in v.targets
         if t not in v.excluded
+        and not _names_minor(v.gate.expression, t.capability)
         and any(
             _cap(n.capability).major == _cap(t.capability).major and _cap(n.capability) < _cap(t.capability)
-            for n in named
+            for n in v.excluded
         )
-        and not _names_minor(v.gate.expression, t.capability)
     )
 
 
 def own_architecture(v: GateView) -> bool:
-    """The gate sits in code written for other architectures and keeps to them: the file's path
-    names architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``; ``data/predicate-names.json``),
-    everything the gate admits is of their generations, and no excluded target is. A compile
-    guard or an assert of a per-architecture implementation turns nothing away: which code a
-    device gets is decided where the implementation is chosen."""
+    """The gate sits in code written for other architectures: the file's path names
+    architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``; ``data/predicate-names.json``) and
+    no excluded target is of their generations. Its compile guards and asserts keep such code
+    to the parts it was written for; which code a device gets is decided where the
+    implementation is chosen."""
     named = names.path_architectures(v.gate.file)
-    if not named or not v.capabilities or not v.excluded:
+    if not named or not v.excluded:
         return False
     generations = {arch.generation(c) for c in named}
-    return all(arch.generation(c) in generations for c in v.capabilities) and not any(
-        arch.generation(t.capability) in generations for t in v.excluded
-    )
+    return not any(arch.generation(t.capability) in generations for t in v.excluded)
 
 
 @lru_cache(maxsize=4096)

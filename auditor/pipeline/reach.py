@@ -1,0 +1,141 @@
+"""Which vendored code the package can reach: the copies it builds or imports, not the rest.
+
+Packages ship whole trees of other projects (CUTLASS with its CuTe-DSL Python, DeepGEMM,
+TensorRT-LLM kernels) of which they use a part. A gate in a header that no translation unit
+includes, or in a module that nothing imports, decides nothing on any device: reporting it
+sends a user after code that never runs. Reach is decided over the whole input:
+
+- C/C++: from every translation unit (a source file, a template) and every ``#include`` a
+  Python file of the package's own code writes into a JIT source, along the include graph
+  (:func:`auditor.cuda.includes.resolve`); ``{name}`` placeholders match any file name.
+- Python: a vendored module is imported when the package's own modules import it, directly
+  or through vendored modules they import (absolute names from the input root, relative ones
+  from the importing file; importing ``a.b`` imports ``a`` too).
+
+Only vendored files (``data/vendored.json``) can be unreached: the package's own headers
+and modules are its interface, used from outside the input. An input with no translation unit
+and no JIT include says nothing about its headers: they all count as reached.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+from auditor.cuda.includes import resolve
+from auditor.model import Reach
+from auditor.rules.roots import vendored
+from auditor.sources.files import C_EXTENSIONS, TEMPLATE_EXTENSIONS, suffix_of
+
+HEADERS = frozenset({".h", ".hpp", ".hh", ".cuh", ".inl"})
+"""C extensions that are included, not compiled; every other C file or template starts a unit."""
+_JIT_INCLUDE = re.compile(rb"#\s*include\s*[<\"]([^<>\"\s]+)[>\"]")
+_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[\w., \t]+)|import[ \t]+([\w., \t]+))", re.M
+)
+
+
+def headers(
+    paths: Sequence[str], includes: Sequence[Sequence[str]], python: Iterable[tuple[str, bytes]]
+) -> dict[str, Reach]:
+    """Per unreached vendored C/C++ file of ``paths`` (with their ``#include`` names), why:
+    :attr:`Reach.UNINCLUDED`. ``python``: (path, bytes) of the package's own Python files, for
+    the includes their JIT sources write."""
+    edges = resolve(paths, includes)
+    roots = [i for i, p in enumerate(paths) if _unit(p)]
+    jit = {name for path, data in python if not vendored(path)[0] for name in _jit_includes(data)}
+    if jit:
+        named = resolve([*paths, "<jit>"], [*[()] * len(paths), sorted(n for n in jit if "{" not in n)])[-1]
+        roots += named + [i for i, p in enumerate(paths) for n in jit if "{" in n and _matches(p, n)]
+    if not roots:
+        return {}
+    seen = set(roots)
+    work = list(roots)
+    while work:
+        for j in edges[work.pop()]:
+            if j not in seen:
+                seen.add(j)
+                work.append(j)
+    return {p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen and vendored(p)[0]}
+
+
+def modules(paths: Iterable[str], read: Callable[[str], bytes]) -> dict[str, Reach]:
+    """Per vendored Python file that the package's own modules do not import, directly or
+    through vendored modules they import: :attr:`Reach.UNIMPORTED`. ``read`` gives a file's
+    bytes; an own module is read only when it names a vendored folder (it must, to import one)."""
+    paths = set(paths)
+    trees = {p: t for p in paths if (t := _tree(p))}
+    if not trees:
+        return {}
+    folders = {posixpath.basename(t).encode() for t in trees.values()}
+    seen = {p for p in paths if p not in trees}
+    work = sorted(seen)
+    while work:
+        path = work.pop()
+        data = read(path)
+        if path not in trees and not any(f in data for f in folders):
+            continue
+        for target in _imports(path, data.decode("utf-8", "replace")):
+            for found in (f"{target}.py", f"{target}/__init__.py"):
+                if found in trees and found not in seen:
+                    seen.add(found)
+                    work.append(found)
+    return {p: Reach.UNIMPORTED for p in trees if p not in seen}
+
+
+def _unit(path: str) -> bool:
+    suffix = suffix_of(path)
+    if suffix in TEMPLATE_EXTENSIONS:
+        return True
+    return suffix in C_EXTENSIONS and suffix not in HEADERS
+
+
+def _jit_includes(data: bytes) -> set[str]:
+    if b"include" not in data:
+        return set()
+    return {m.group(1).decode("utf-8", "replace") for m in _JIT_INCLUDE.finditer(data)}
+
+
+def _matches(path: str, name: str) -> bool:
+    """Whether a file is what an include with ``{placeholders}`` can name (a path suffix)."""
+    pattern = "(?:^|/)" + re.sub(r"\\\{[^}]*\\\}", "[^/]*", re.escape(name)) + "$"
+    return re.search(pattern, path) is not None
+
+
+def _tree(path: str) -> str:
+    """The vendored tree of a file, as the path of its outermost vendored folder ("" for own code)."""
+    name, _ = vendored(path)
+    if not name:
+        return ""
+    parts = path.split("/")
+    return "/".join(parts[: parts.index(name) + 1])
+
+
+def _imports(path: str, text: str) -> set[str]:
+    """The '/'-paths (from the input root) of the modules and packages a file imports, and of
+    their parents."""
+    package = posixpath.dirname(path)
+    out: set[str] = set()
+    for m in _IMPORT.finditer(text):
+        source, names, plain = m.groups()
+        if plain is not None:
+            out.update(_dotted(n.split(" as ")[0].strip()) for n in plain.split(","))
+            continue
+        dots = len(source) - len(source.lstrip("."))
+        base = _dotted(source[dots:])
+        if dots:
+            up = package
+            for _ in range(dots - 1):
+                up = posixpath.dirname(up)
+            base = posixpath.join(up, base) if base else up
+        out.add(base)
+        for n in re.sub(r"#[^\n]*", "", names).strip("()").split(","):
+            n = n.split(" as ")[0].strip()
+            if n and n != "*":
+                out.add(posixpath.join(base, n))
+    return {"/".join(parts[:k]) for o in out if o for parts in [o.split("/")] for k in range(1, len(parts) + 1)}
+
+
+def _dotted(name: str) -> str:
+    return name.replace(".", "/")
