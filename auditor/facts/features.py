@@ -64,6 +64,20 @@ def _identifiers() -> Any:
 
 
 _PREFILTER = re2.compile(r"\b(?:asm|__asm__|__asm)\b")
+_CALL = re.compile(
+    r"(?<![\w.])((?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)\s*(?:<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?\s*\("
+)
+"""A call, a function-style macro or a definition, by its (qualified) name."""
+UNKNOWN_CALL = "a call the fact table does not know"
+"""The pseudo-feature of a call whose needs are unknown: what the guarded code uses is then
+not all known, and its classification cannot be conservative (a kernel body that reaches
+``wgmma`` through templates uses more than its one visible ``mbarrier``)."""
+
+
+@cache
+def _neutral_calls() -> frozenset[str]:
+    """Keywords, casts and calls that need nothing of the architecture (``data/neutral-calls.json``)."""
+    return frozenset(datafiles.read_json("neutral-calls.json")["names"])
 
 
 @lru_cache(maxsize=4096)
@@ -88,6 +102,12 @@ def scan_region(text: str, first_line: int, language: str, capabilities: tuple[s
     for offset, opcode in code.asm_instructions(text, blanked, strings):
         j = ptx.judge(opcode, capabilities)
         found.append((offset, j.variant or opcode, _ptx_feature(opcode, j)))
+    if found:  # with nothing known, the region is of unknown needs anyway
+        known = {f.token for _, _, f in found}
+        for m in _CALL.finditer(blanked):
+            name = m.group(1)
+            if name not in known and name.rpartition("::")[2] not in _neutral_calls():
+                found.append((m.start(1), UNKNOWN_CALL, Feature(name, 0, UNKNOWN_CALL, "", (), "", "")))
     found.sort(key=lambda f: f[0])
     out, line, pos = [], first_line, 0
     for offset, key, f in found:
@@ -107,7 +127,8 @@ def _ptx_feature(opcode: str, j: ptx.Judgement) -> Feature:
 
 
 def distinct(found: Iterable[tuple[str, Feature]], limit: int = 40) -> tuple[Feature, ...]:
-    """The first use of each fact (curated row, PTX variant or unprobed opcode), at most ``limit``."""
+    """The first use of each fact (curated row, PTX variant or unprobed opcode, the first
+    unknown call), at most ``limit``."""
     out: dict[str, Feature] = {}
     for key, f in found:
         if key not in out:

@@ -540,9 +540,9 @@ def _controlled_block(node: Node) -> Node | None:
 
 def _bails_out(cond: Node) -> bool:
     """``if major != 12: return False`` and the function goes on: the branch only gives up, so
-    what the condition guards is the rest of the function, as with a rejection. Not when the
-    branch does anything else, when an ``else``/``elif`` follows, or when the next statement
-    is ``return True`` (a table of answers, not a guard)."""
+    what the condition guards is the rest of the function, as with a rejection (also before a
+    final ``return True``: ``if sm == 120: return False`` is the predicate's "no" for 12.0).
+    Not when the branch does anything else, or when an ``else``/``elif`` follows."""
     stmt = cond.parent
     if stmt is None or stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
         return False
@@ -552,7 +552,7 @@ def _bails_out(cond: Node) -> bool:
     after = stmt.next_named_sibling
     while after is not None and after.type == "comment":
         after = after.next_named_sibling
-    return after is not None and _returned(after) != ["true"]
+    return after is not None
 
 
 def _returned(stmt: Node) -> list[str] | None:

@@ -78,7 +78,12 @@ def match(
     out = []
     for gate in gates:
         view = GateView(
-            gate, targets, around.get(gate.id, Relatives()), evidence(packages, gate.extensions), decided.get(gate.id)
+            gate,
+            targets,
+            around.get(gate.id, Relatives()),
+            evidence(packages, gate.extensions),
+            decided.get(gate.id),
+            packages,
         )
         fields = _Fields(view)
         fired = [rule for rule in rules if rule.applies(gate) and rule.when(view)]

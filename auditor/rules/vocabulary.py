@@ -21,6 +21,7 @@ from auditor import arch
 from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
+from auditor.facts.binaries import evidence
 from auditor.facts import names
 from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
 from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
@@ -92,6 +93,8 @@ class GateView:
     (``native``, ``jit``, ``none``); empty when the package ships no binary with GPU code."""
     decision: Decision | None = None
     """The decision the gate is a branch of (None: a decision of its own)."""
+    shipped: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Every shipped binary's loadability per target label, for the branches of the decision."""
 
     @cached_property
     def branches(self) -> Decision:
@@ -382,7 +385,19 @@ def names_the_target(v: GateView) -> bool:
     words = set(_WORD.findall(gate.expression))
     texts += [r.detail for r in gate.resolutions if r.name in words]
     majors = {_cap(c).major for c in _named(gate.expression)}.union(*(_negated_majors(t) for t in texts))
+    if gate.guards == Guards.REJECT:  # `if major == 12: return False` turns 12.x away by name
+        majors |= {_cap(t.capability).major for t in v.excluded if _names_major(gate.expression, t.capability)}
     return any(_cap(t.capability).major in majors for t in v.excluded)
+
+
+@lru_cache(maxsize=4096)
+def _names_major(expression: str, capability: str) -> bool:
+    """Whether a condition compares with a capability's major or one of its minors (``major ==
+    12``, ``in (12,)``, ``sm == 120``, ``(12, 0)``)."""
+    major = _cap(capability).major
+    return re.search(rf"(?:[=!]=|\bin\b|[(,\[])\s*\(?\s*{major}\d?\d?\b", expression) is not None or any(
+        _names_minor(expression, c) for c in arch.capabilities() if _cap(c).major == major
+    )
 
 
 _NEGATION = re.compile(r"\bnot\b|!(?!=)")
@@ -454,6 +469,18 @@ def binaries_behind_excluding_gate(v: GateView) -> bool:
     return decides_from_hopper(v) and any(v.binaries.get(t.label) == "native" for t in v.excluded)
 
 
+def route_loads_native_binary(v: GateView) -> bool:
+    """Every excluded target takes another branch of the decision whose guarded code reaches a
+    binary with SASS for it (``if cc == 90: load sm90/… elif …: load sm100/…``): it is turned
+    away from one build to another, not from native code."""
+    return bool(v.excluded) and all(
+        (r := v.routes[t.label]) is not None
+        and r.id != v.gate.id
+        and evidence(v.shipped, r.extensions).get(t.label) == "native"
+        for t in v.excluded
+    )
+
+
 def decides_from_hopper(v: GateView) -> bool:
     """The gate's answer changes somewhere from 9.0 up (the last older capability included, so
     that ``>= 9`` counts): a gate that treats every capability from 9.0 on alike (``major >= 8``,
@@ -509,6 +536,7 @@ PREDICATES: dict[str, Predicate] = {
     "binaries_cannot_load": binaries_cannot_load,
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
     "decides_from_hopper": decides_from_hopper,
+    "route_loads_native_binary": route_loads_native_binary,
 }
 """Predicates written as a bare name in ``when``."""
 

@@ -33,7 +33,7 @@ def test_a_flag_computed_once_is_one_finding_at_the_decision_that_sets_it(result
     ``ENABLE_FAST``, ``not configurer.ENABLE_FAST`` and ``ENABLE_FAST and get_device_sm() >= 100``
     in two files: one finding, inside the function that decides, listing every use."""
     (one,) = at(result, "pkg/configurer.py")
-    assert (one.line, one.rule) == (10, "ARCH003")
+    assert (one.line, one.rule) == (10, "ARCH010")  # 12.0 kept out by name, 12.1 let through
     assert sites(one) == {
         ("pkg/configurer.py", 10),
         ("pkg/configurer.py", 16),
@@ -68,13 +68,13 @@ def test_every_count_sees_the_folded_findings(result):
 
 def test_a_gate_two_rules_judge_alike_keeps_the_more_specific_one(result):
     """``ENABLE_FAST`` admits 9.0…11.0 and 12.1 but not 12.0: an allow-list of several majors
-    (ARCH002) and a minor trap (ARCH003); the whole difference is a minor, so ARCH003 stays
-    (``yields_to`` in ARCH002's rule file)."""
+    (ARCH002) and a minor let through (ARCH010); the whole difference is a minor, so ARCH010
+    stays (``yields_to`` in ARCH002's rule file)."""
     (use,) = [g for g in result.gates if (g.file, g.line) == ("pkg/gemm.py", 4)]
     targets = arch.parse_targets(arch.DEFAULT_TARGETS)
     rules = rulebook.builtin()
-    assert [f.rule for f in engine.match(rules, [use], targets)] == ["ARCH003"]
-    assert "ARCH003" in next(r for r in rules if r.id == "ARCH002").yields_to
+    assert [f.rule for f in engine.match(rules, [use], targets)] == ["ARCH010"]
+    assert "ARCH010" in next(r for r in rules if r.id == "ARCH002").yields_to
 
 
 def gate(id: str, line: int, expression: str, context: str = "", *resolutions: Resolution) -> Gate:
