@@ -199,21 +199,37 @@ def structure(directives: list[Directive], last_line: int, text: str | None = No
     if stack:
         raise StructureError(f"#{stack[-1][3][0]} at line {stack[-1][3][2]} is never closed")
     branches.sort(key=lambda b: b.line)
-    if text is not None and definitions:
+    if text is not None:
         branches = _mark_definitions(branches, directives, text)
     return Structure(tuple(branches), tuple(definitions), tuple(enclosing), tuple(includes))
 
 
+_CONSTANT = re.compile(
+    r"\s*(?:static\s+|inline\s+)*(?:(?:constexpr|const)\s+)*[\w:]+(?:\s*<[^;{}()]*>)?"
+    r"(?:\s+(?:const|constexpr))*\s+\w+\s*(?:=\s*[^;{}()]+|\{[^;{}()]*\})\s*;\s*"
+    r"|\s*using\s+\w+\s*=\s*[^;{}]+;\s*"
+)
+"""One declaration of a constant or an alias on its own line: ``static int const kVerticalVisit
+= true;``, ``constexpr int kStages = 4;``, ``using Arch = cutlass::arch::Sm90;``."""
+
+
 def _mark_definitions(branches: list[Branch], directives: list[Directive], text: str) -> list[Branch]:
-    """Branches whose body holds a ``#define``/``#undef``, no ``#include`` and no code line, marked
-    ``defines``. Nested groups are part of the body, so a block of nested definitions is one too."""
+    """Branches whose body only defines: ``#define``/``#undef``, or per-architecture constants
+    and aliases, with no ``#include`` and no other code line, marked ``defines``. Nested groups
+    are part of the body, so a block of nested definitions is one too."""
     defining = sorted(d.line for d in directives if d.keyword in ("define", "undef"))
     including = sorted(d.line for d in directives if d.keyword == "include")
-    candidates = [b for b in branches if _within(defining, b.body) and not _within(including, b.body)]
-    if not candidates:
-        return branches
     code = code_lines(text, directives)
-    marked = {b.line for b in candidates if not _within(code, b.body)}
+    lines = text.split("\n")
+    constants = [n for n in code if "const" in lines[n - 1] or "using" in lines[n - 1]]
+    constants = [n for n in constants if _CONSTANT.fullmatch(lines[n - 1].split("//", 1)[0])]
+    declared = sorted(set(defining) | set(constants))
+    others = sorted(set(code) - set(constants))
+    marked = {
+        b.line
+        for b in branches
+        if _within(declared, b.body) and not _within(including, b.body) and not _within(others, b.body)
+    }
     return [replace(b, defines=True) if b.line in marked else b for b in branches]
 
 

@@ -100,10 +100,23 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding
                     via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
                     parent[top(key)] = top(home)
                 break
+    same: dict[tuple, tuple] = {}
+    shared: set[tuple] = set()
+    """Groups that share a cause with another, none the other's home: the best site speaks for all."""
+    for key, group in groups.items():  # one cause under two spellings: a predicate, or flags set from it
+        gate = gates.get(group[0].gate)
+        cause = _cause(key, gate) if gate is not None else None
+        if cause is not None and top(same.setdefault(cause, key)) != top(key):
+            parent[top(key)] = top(same[cause])
+            shared.add(top(same[cause]))
     members: dict[tuple, list[Finding]] = {}
     for key, group in groups.items():
         members.setdefault(top(key), []).extend(group)
-    return [f for key, group in members.items() for f in _folded(key, groups[key], group, gates, via.get(key, ""))]
+    return [
+        f
+        for key, group in members.items()
+        for f in _folded(key, group if key in shared else groups[key], group, gates, via.get(key, ""))
+    ]
 
 
 def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping[str, Gate], via: str) -> list[Finding]:
@@ -120,6 +133,22 @@ def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping
         root = f"the flag `{key[5]}` in `{key[4]}`"
     copies = key[0] == "text" and all(line == first.line and vendored(file)[1] for file, line in also)
     return [replace(first, also=also, root=root, vendored=tree, message=first.message + _note(root, also, copies))]
+
+
+def _cause(key: tuple, gate: Gate) -> tuple | None:
+    """What a group's decision finally rests on, when two spellings can share it: the
+    definitions at the end of its chain (``is_sm90_supported() or is_sm100_supported()`` and
+    ``_is_sm90 or _is_sm100`` where ``_is_sm90 = is_cuda() and is_sm90_supported()``), or, for
+    a condition of its own, the condition in a function of that name (a fork of a vendored
+    file and its upstream copy)."""
+    if key[0] == "root":
+        chain = _through(gate)
+        named = {r.name for r in chain}
+        leaves = {_where(r) for r in chain if not any(w in named for w in _WORD.findall(r.detail) if w != r.name)}
+        return ("leaves", *key[1:3], tuple(sorted(leaves))) if leaves else None
+    if key[0] == "text" and gate.context:
+        return ("fork", *key[1:3], key[4], gate.context.rpartition(".")[2], gate.admits)
+    return None
 
 
 def _rank(f: Finding) -> tuple:
