@@ -21,8 +21,8 @@ from auditor import arch
 from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
-from auditor.facts.binaries import evidence
 from auditor.facts import names
+from auditor.facts.binaries import evidence
 from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
 from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
