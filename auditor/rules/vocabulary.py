@@ -181,7 +181,8 @@ def minor_trap(v: GateView) -> bool:
     """An older minor of an excluded target's major is admitted, the target not (12.0 in, 12.1
     out): code written for one part and never revisited. Not when the condition names the
     excluded minor (``__CUDA_ARCH__ != 1210``, ``assert(sm != 121)`` keep GB10 out on
-    purpose). The mirror image, 12.0 out and 12.1 in, is :func:`minor_let_through`."""
+    purpose). The mirror image, 12.0 singled out and 12.1 sent with the rest, is
+    :func:`minor_singled_out`."""
     return any(
         _cap(c).major == _cap(t.capability).major and _cap(c) < _cap(t.capability)
         for t in v.excluded
@@ -190,12 +191,14 @@ def minor_trap(v: GateView) -> bool:
     )
 
 
-def minor_let_through(v: GateView) -> bool:
-    """An older minor is excluded and a newer requested sibling of the same major let in (``if
-    sm_version == 120: return False`` admits 12.1, and so does a flag set from it): whatever
-    kept 12.0 out is likely to hold for 12.1, which shares its instruction set. Not when the
-    condition names the newer minor it admits (``is_gb10 = capability == (12, 1)`` detects that
-    part on purpose)."""
+def minor_singled_out(v: GateView) -> bool:
+    """An older minor goes one way and a newer requested sibling of the same major the other:
+    a rejection of the older one (``if sm_version == 120: return False`` lets 12.1 into
+    DeepGEMM), a branch for everyone but it (``if not is_device_capability((12, 0)): split_k =
+    1`` leaves 12.1 without 12.0's tuning), or a flag set from either. What 12.0 is kept from
+    or given most likely holds for 12.1, which shares its instruction set. Not when the
+    condition names the newer minor (``is_gb10 = capability == (12, 1)`` detects that part on
+    purpose)."""
     return bool(_let_through(v))
 
 
@@ -518,7 +521,7 @@ PREDICATES: dict[str, Predicate] = {
     "admits_above_target": admits_above_target,
     "upper_bound_cuts_target": upper_bound_cuts_target,
     "minor_trap": minor_trap,
-    "minor_let_through": minor_let_through,
+    "minor_singled_out": minor_singled_out,
     "own_architecture": own_architecture,
     "admits_target_major": admits_target_major,
     "several_generations": several_generations,
@@ -691,7 +694,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
-    "targets_let_through": lambda v: _labels(_let_through(v)),
+    "targets_sent_apart": lambda v: _labels(_let_through(v)),
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",

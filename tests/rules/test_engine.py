@@ -76,18 +76,21 @@ def test_upper_bound_in_the_target_domain():
 def test_minor_trap_names_the_older_minor_and_single_target():
     assert holds("minor_trap", gate(caps("12.0")))
     assert not holds("minor_trap", gate(caps("12.1"), expression="cap == (12, 1)"))  # names it: on purpose
-    assert not holds("minor_let_through", gate(caps("12.1"), expression="cap == (12, 1)"))
+    assert not holds("minor_singled_out", gate(caps("12.1"), expression="cap == (12, 1)"))
     # a flag that carries a split made elsewhere: 12.0 out, 12.1 in is the let-through, not the trap
-    assert holds("minor_let_through", gate(caps("12.1"), expression="ENABLE_FAST"))
+    assert holds("minor_singled_out", gate(caps("12.1"), expression="ENABLE_FAST"))
     assert not holds("minor_trap", gate(caps("12.1"), expression="ENABLE_FAST"))
     by_name = {
         c: gate(caps(c), guards=Guards.REJECT, surely=caps(c), expression=f"sm == {c.replace('.', '')}")
         for c in ("12.0", "12.1")
     }
     # `if sm == 120: return False` keeps 12.0 out and lets 12.1 through: ARCH010's question
-    assert not holds("minor_trap", by_name["12.0"]) and holds("minor_let_through", by_name["12.0"])
+    assert not holds("minor_trap", by_name["12.0"]) and holds("minor_singled_out", by_name["12.0"])
     # `if sm == 121: return False` is about GB10 itself: no trap, nothing let through by mistake
-    assert not holds("minor_trap", by_name["12.1"]) and not holds("minor_let_through", by_name["12.1"])
+    assert not holds("minor_trap", by_name["12.1"]) and not holds("minor_singled_out", by_name["12.1"])
+    # `if not is_device_capability((12, 0)): split_k = 1`: 12.0 keeps its tuning, 12.1 goes with the rest
+    tuned = gate(tuple(c for c in CAPS if c != "12.0"), expression="current_platform.is_device_capability((12, 0))")
+    assert holds("minor_singled_out", tuned) and not holds("minor_trap", tuned)
     # `if not FAST_OK: raise` where the flag passes 12.0 alone: the trap
     rejected = tuple(c for c in CAPS if c != "12.0")
     assert holds("minor_trap", gate(rejected, guards=Guards.REJECT, surely=rejected))
