@@ -48,6 +48,20 @@ def test_plain_tma_copy_is_available(capsys):
     assert gate["classification"] == "conservative"
 
 
+def test_a_call_the_facts_do_not_know_leaves_the_needs_unknown(capsys):
+    """One visible instruction 12.x has does not make the region conservative when it also
+    calls a function whose needs are unknown (a 2-SM helper, a template reaching wgmma)."""
+    gate = only_gate("wrapped_call.cu", capsys)
+    tokens = {f["token"]: f["on_target"] for f in gate["features"]}
+    assert tokens["mbarrier.arrive.shared::cluster.b64"] == {"12.0": "yes", "12.1": "yes"}
+    assert "peer_cta_address" in tokens
+    assert gate["classification"] == "unknown"
+    # keywords, casts and asm are not calls
+    assert {f[1].token for f in scan_region('if (x) { asm volatile("fence.proxy.async;"); }', 1, "cuda", CAPS)} == {
+        "fence.proxy.async"
+    }
+
+
 def test_log_string_and_comment_are_no_features(capsys):
     gate = only_gate("log_only.cu", capsys)
     assert gate["features"] == [] and gate["classification"] == "unknown"

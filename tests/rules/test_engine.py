@@ -437,3 +437,13 @@ def test_a_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
     rest = tuple(c for c in CAPS if c != "12.0")
     assert holds("negates_a_test_for_target", gate(rest, expression="x", chain=(nested,)))
     assert not holds("negates_a_test_for_target", gate(rest, expression="not a and b"))
+
+
+def test_code_written_for_other_architectures():
+    """A gate in a path named for other architectures (``fmha_sm100/``, ``sm90_gemm.hpp``) turns
+    nothing away; in one named for the target's own generation it still does."""
+    cut = caps(9, 10, 11)
+    assert holds("own_architecture", gate(cut, file="third_party/fmha_sm100/csrc/api.cpp"))
+    assert holds("own_architecture", gate(caps(9), file="cutlass/gemm/kernel/sm90_gemm_tma.hpp"))
+    assert not holds("own_architecture", gate(cut, file="pkg/ops/attention.py"))
+    assert not holds("own_architecture", gate(caps("12.0"), file="kda_kernels/sm120_fp8.py"))

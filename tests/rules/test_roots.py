@@ -4,6 +4,8 @@ its callers, an assignment and its ``if``, one ``#if`` written out at each kerne
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from auditor import arch
@@ -115,3 +117,31 @@ def test_a_use_follows_the_values_its_condition_names_not_every_helper_passed():
     assert sorted(out) == [3, 12, 42]
     assert out[3].also == (("pkg/fa.py", 30),) and out[3].root == "`_compute` (pkg/fa.py:1)"
     assert out[12].also == () and out[42].also == ()
+
+
+def test_one_cause_spelled_two_ways_is_one_finding():
+    """``is_sm90() or is_sm100()`` in one file and ``_is_sm90 or _is_sm100`` (flags set from
+    them) in another rest on the same two predicates: one finding, the other site listed."""
+    sm90 = Resolution("is_sm90", "pkg/utils.py", 1, "def is_sm90():")
+    sm100 = Resolution("is_sm100", "pkg/utils.py", 5, "def is_sm100():")
+    direct = gate("d", 10, "is_sm90() or is_sm100()", "enable", sm90, sm100)
+    flags = replace(
+        gate(
+            "f",
+            20,
+            "_is_sm90 or _is_sm100",
+            "",
+            Resolution("_is_sm90", "pkg/comm.py", 3, "_is_sm90 = is_cuda() and is_sm90()"),
+            Resolution("_is_sm100", "pkg/comm.py", 4, "_is_sm100 = is_cuda() and is_sm100()"),
+            sm90,
+            sm100,
+        ),
+        file="pkg/comm.py",
+    )
+    other = gate("o", 30, "is_sm90()", "other", sm90)
+    gates = [direct, flags, other]
+    out = roots.fold([route(g) for g in gates], {g.id: g for g in gates})
+    assert sorted((f.file, f.line, f.also) for f in out) == [
+        ("pkg/comm.py", 20, (("pkg/fa.py", 10),)),
+        ("pkg/fa.py", 30, ()),
+    ]
