@@ -106,9 +106,12 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding
     for key, group in groups.items():  # one cause under two spellings: a predicate, or flags set from it
         gate = gates.get(group[0].gate)
         cause = _cause(key, gate) if gate is not None else None
-        if cause is not None and top(same.setdefault(cause, key)) != top(key):
-            parent[top(key)] = top(same[cause])
-            shared.add(top(same[cause]))
+        if cause is None or top(same.setdefault(cause, key)) == top(key):
+            continue
+        if cause[0] == "fork" and not (vendored(group[0].file)[0] or vendored(groups[same[cause]][0].file)[0]):
+            continue  # the same condition in two modules of the package's own: two decisions
+        parent[top(key)] = top(same[cause])
+        shared.add(top(same[cause]))
     members: dict[tuple, list[Finding]] = {}
     for key, group in groups.items():
         members.setdefault(top(key), []).extend(group)
@@ -140,7 +143,7 @@ def _cause(key: tuple, gate: Gate) -> tuple | None:
     definitions at the end of its chain (``is_sm90_supported() or is_sm100_supported()`` and
     ``_is_sm90 or _is_sm100`` where ``_is_sm90 = is_cuda() and is_sm90_supported()``), or, for
     a condition of its own, the condition in a function of that name (a fork of a vendored
-    file and its upstream copy)."""
+    file and its upstream copy; merged only when one side is vendored)."""
     if key[0] == "root":
         chain = _through(gate)
         named = {r.name for r in chain}

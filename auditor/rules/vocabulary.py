@@ -199,11 +199,11 @@ def minor_singled_out(v: GateView) -> bool:
     or given most likely holds for 12.1, which shares its instruction set. Not when the
     condition names the newer minor (``is_gb10 = capability == (12, 1)`` detects that part on
     purpose)."""
-    return bool(_let_through(v))
+    return bool(_sent_apart(v))
 
 
-def _let_through(v: GateView) -> tuple[Target, ...]:
-    """Requested targets admitted beside an older excluded target of their major."""
+def _sent_apart(v: GateView) -> tuple[Target, ...]:
+    """Requested targets admitted beside an older excluded target of their major: sent the other way."""
     return tuple(
         t
         for t in v.targets
@@ -694,7 +694,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "missing": _missing,
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
-    "targets_sent_apart": lambda v: _labels(_let_through(v)),
+    "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
