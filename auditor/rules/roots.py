@@ -11,6 +11,7 @@ Vendored copies are known by their folder (``data/vendored.json``).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -143,7 +144,9 @@ def _cause(key: tuple, gate: Gate) -> tuple | None:
     definitions at the end of its chain (``is_sm90_supported() or is_sm100_supported()`` and
     ``_is_sm90 or _is_sm100`` where ``_is_sm90 = is_cuda() and is_sm90_supported()``), or, for
     a condition of its own, the condition in a function of that name (a fork of a vendored
-    file and its upstream copy; merged only when one side is vendored)."""
+    file and its upstream copy; merged only when one side is vendored), or outside any function
+    the condition in files of one folder (``#if __CUDA_ARCH__ == 1030`` in five variants of one
+    kernel)."""
     if key[0] == "root":
         chain = _through(gate)
         named = {r.name for r in chain}
@@ -151,6 +154,8 @@ def _cause(key: tuple, gate: Gate) -> tuple | None:
         return ("leaves", *key[1:3], tuple(sorted(leaves))) if leaves else None
     if key[0] == "text" and gate.context:
         return ("fork", *key[1:3], key[4], gate.context.rpartition(".")[2], gate.admits)
+    if key[0] == "text":
+        return ("siblings", *key[1:3], key[4], posixpath.dirname(gate.file), gate.admits)
     return None
 
 

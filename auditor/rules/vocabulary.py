@@ -232,7 +232,8 @@ def own_architecture(v: GateView) -> bool:
 @lru_cache(maxsize=4096)
 def _names_minor(expression: str, capability: str) -> bool:
     """Whether a condition writes out one capability (``(12, 1)``, ``121``, ``1210``, ``sm_121``,
-    ``major == 12 and minor == 1``, ``is_sm121_supported()``)."""
+    ``major == 12 and minor == 1``, ``is_sm121_supported()``), or puts a bound right at it
+    (``sm > 120`` and ``minor >= 1`` start at 12.1: written about that minor)."""
     c = _cap(capability)
     major, minor = c.major, c.minor
     forms = (
@@ -242,10 +243,27 @@ def _names_minor(expression: str, capability: str) -> bool:
     )
     if any(re.search(f, expression) for f in forms) or capability in _named(expression):
         return True
-    return (
-        re.search(rf"\b{major}\b", expression) is not None
-        and re.search(rf"minor\s*[=!]=\s*{minor}\b", expression) is not None
-    )
+    if re.search(rf"\b{major}\b", expression) and re.search(rf"minor\s*[=!]=\s*{minor}\b", expression):
+        return True
+    return any(_bound_at(m, c) for m in _BOUND.finditer(expression))
+
+
+_BOUND = re.compile(r"(\w+)\s*(>=|>|<=|<)\s*(\d+)\b")
+"""An inequality with a number: ``sm > 120``, ``__CUDA_ARCH__ >= 1210``, ``minor >= 1``."""
+
+
+def _bound_at(m: re.Match, c: Capability) -> bool:
+    """Whether the first value an inequality lets through is capability ``c``: ``sm > 120`` and
+    ``sm >= 121`` start at 12.1; ``minor >= 1`` at every ``x.1``."""
+    name, op, number = m.group(1), m.group(2), int(m.group(3))
+    step = {">": 1, ">=": 0, "<": -1, "<=": 0}[op]
+    if name.endswith("minor"):
+        return number + step == c.minor
+    if number >= 1000:
+        return number + 10 * step == c.major * 100 + c.minor * 10
+    if number >= 100:
+        return number + step == c.major * 10 + c.minor
+    return False
 
 
 def several_generations(v: GateView) -> bool:

@@ -55,17 +55,24 @@ def test_a_predicate_and_its_callers_are_one_finding(result):
     assert assignment.line == 23 and assignment.also == (("pkg/attention.py", 24),)
 
 
-def test_one_condition_repeated_in_a_file_is_one_finding_and_another_file_is_another(result):
-    by_file = {f.file: f for f in result.findings if f.file.startswith("csrc/")}
-    assert sorted(by_file) == ["csrc/allreduce.cuh", "csrc/other.cuh"]
-    for file, f in by_file.items():
-        assert f.line == 5 and f.also == ((file, 11), (file, 17)) and f.rule == "ARCH001"
-        assert "the same condition; also at" in f.message and f.root == ""
+def test_one_condition_repeated_in_a_folder_is_one_finding(result):
+    """The same ``#if`` three times in ``allreduce.cuh`` and three times in its sibling
+    ``other.cuh``: one finding, the five other sites listed."""
+    (f,) = [f for f in result.findings if f.file.startswith("csrc/")]
+    assert (f.file, f.line, f.rule) == ("csrc/allreduce.cuh", 5, "ARCH001")
+    assert f.also == (
+        ("csrc/allreduce.cuh", 11),
+        ("csrc/allreduce.cuh", 17),
+        ("csrc/other.cuh", 5),
+        ("csrc/other.cuh", 11),
+        ("csrc/other.cuh", 17),
+    )
+    assert "the same condition; also at" in f.message and f.root == ""
 
 
 def test_every_count_sees_the_folded_findings(result):
-    assert len(result.findings) == 5
-    assert len({f.decision for f in result.findings}) == 5
+    assert len(result.findings) == 4
+    assert len({f.decision for f in result.findings}) == 4
 
 
 def test_a_gate_two_rules_judge_alike_keeps_the_more_specific_one(result):
