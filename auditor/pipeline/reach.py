@@ -7,10 +7,14 @@ sends a user after code that never runs. Reach is decided over the whole input:
 
 - C/C++: from every translation unit (a source file, a template) and every ``#include`` a
   Python file of the package's own code writes into a JIT source, along the include graph
-  (:func:`auditor.cuda.includes.resolve`); ``{name}`` placeholders match any file name.
+  (:func:`auditor.cuda.includes.resolve`) and the includes reached C files write into the
+  programs they compile at run time (NVRTC); ``{name}`` placeholders match any file name. A
+  vendored tree that ships a shared object of its own is reached whole: its extension may
+  compile its headers at run time.
 - Python: a vendored module is imported when the package's own modules import it, directly
   or through vendored modules they import (absolute names from the input root, relative ones
-  from the importing file; importing ``a.b`` imports ``a`` too).
+  from the importing file; importing ``a.b`` imports ``a`` too); a reached vendored module that
+  touches ``sys.path`` reaches every module of its folder.
 
 Only vendored files (``data/vendored.json``) can be unreached: the package's own headers
 and modules are its interface, used from outside the input. An input with no translation unit
@@ -37,27 +41,68 @@ _IMPORT = re.compile(
 
 
 def headers(
-    paths: Sequence[str], includes: Sequence[Sequence[str]], python: Iterable[tuple[str, bytes]]
+    paths: Sequence[str],
+    includes: Sequence[Sequence[str]],
+    python: Iterable[tuple[str, bytes]],
+    read: Callable[[str], bytes] = lambda _: b"",
+    binaries: Iterable[str] = (),
 ) -> dict[str, Reach]:
     """Per unreached vendored C/C++ file of ``paths`` (with their ``#include`` names), why:
     :attr:`Reach.UNINCLUDED`. ``python``: (path, bytes) of the package's own Python files, for
-    the includes their JIT sources write."""
+    the includes their JIT sources write; ``read`` gives a C file's bytes, for the includes its
+    own JIT sources write in string literals (NVRTC programs); ``binaries``: the shared objects
+    of the input, each of which may compile the headers of its vendored tree at run time
+    (DeepGEMM's extension does)."""
     edges = resolve(paths, includes)
     roots = [i for i, p in enumerate(paths) if _unit(p)]
     jit = {name for path, data in python if not vendored(path)[0] for name in _jit_includes(data)}
     if jit:
-        named = resolve([*paths, "<jit>"], [*[()] * len(paths), sorted(n for n in jit if "{" not in n)])[-1]
-        roots += named + [i for i, p in enumerate(paths) for n in jit if "{" in n and _matches(p, n)]
+        roots += _named(paths, jit)
     if not roots:
         return {}
+    built = {_inner(b) for b in binaries} - {""}
+    roots += [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
+    seen = _closure(roots, edges)
+    done: set[int] = set()
+    while any(vendored(p)[0] for i, p in enumerate(paths) if i not in seen):
+        todo = sorted(seen - done)
+        if not todo:
+            break
+        done |= set(todo)
+        written = [
+            sorted(_jit_includes(read(paths[i])) - set(includes[i])) if i in todo else [] for i in range(len(paths))
+        ]
+        extra = resolve(paths, written)
+        new = {j for i in todo for j in extra[i]} - seen
+        if not new:
+            break
+        seen = _closure(sorted(seen | new), edges)
+    return {p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen and vendored(p)[0]}
+
+
+def _named(paths: Sequence[str], names: set[str]) -> list[int]:
+    """The files include names written in a JIT source reach (``{name}`` matches any name)."""
+    plain = sorted(n for n in names if "{" not in n)
+    found = resolve([*paths, "<jit>"], [*[()] * len(paths), plain])[-1]
+    return found + [i for i, p in enumerate(paths) for n in names if "{" in n and _matches(p, n)]
+
+
+def _closure(roots: Iterable[int], edges: Sequence[Sequence[int]]) -> set[int]:
     seen = set(roots)
-    work = list(roots)
+    work = list(seen)
     while work:
         for j in edges[work.pop()]:
             if j not in seen:
                 seen.add(j)
                 work.append(j)
-    return {p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen and vendored(p)[0]}
+    return seen
+
+
+def _inner(path: str) -> str:
+    """The innermost vendored folder of a path, as a path ("" for the package's own)."""
+    parts = path.split("/")
+    inner = [k for k, part in enumerate(parts[:-1]) if vendored(part + "/x")[0]]
+    return "/".join(parts[: inner[-1] + 1]) if inner else ""
 
 
 def modules(paths: Iterable[str], read: Callable[[str], bytes]) -> dict[str, Reach]:
@@ -76,7 +121,11 @@ def modules(paths: Iterable[str], read: Callable[[str], bytes]) -> dict[str, Rea
         data = read(path)
         if path not in trees and not any(f in data for f in folders):
             continue
-        for target in _imports(path, data.decode("utf-8", "replace")):
+        targets = _imports(path, data.decode("utf-8", "replace"))
+        if path in trees and b"sys.path" in data:  # its folder's modules are imported by bare names
+            folder = posixpath.dirname(path)
+            targets |= {p[:-3] for p in trees if p.startswith(folder + "/")}
+        for target in targets:
             for found in (f"{target}.py", f"{target}/__init__.py"):
                 if found in trees and found not in seen:
                     seen.add(found)

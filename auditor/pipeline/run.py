@@ -110,7 +110,14 @@ def cuda_gates(
     scopes = Scopes(scans, table, toolkits)
     found = cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors)
     python = ((f.path, _bytes(f)) for f in files if f.language == "python" and not vendored(f.path)[0])
-    unreached = reach.headers([s.path for s in scans], [s.structure.includes for s in scans], python)
+    by_path = {f.path: f for f in files}
+    unreached = reach.headers(
+        [s.path for s in scans],
+        [s.structure.includes for s in scans],
+        python,
+        lambda p: _bytes(by_path[p]),
+        [f.path for f in files if f.language == "binary"],
+    )
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in found], errors
 
 

@@ -26,21 +26,25 @@ def test_only_what_a_unit_a_jit_source_or_an_import_reaches_is_judged():
         f"{LIB}/used.cuh": Reach.REACHED,  # csrc/kernel.cu includes it
         f"{LIB}/jit_only.cuh": Reach.REACHED,  # build.py writes `#include <lib/jit_only.cuh>`
         f"{LIB}/gemm_wide.cuh": Reach.REACHED,  # ... and `#include <lib/gemm_{VARIANT}.cuh>`
+        f"{LIB}/nvrtc_only.cuh": Reach.REACHED,  # the program kernel.cu compiles at run time includes it
         f"{LIB}/unused.cuh": Reach.UNINCLUDED,
         "pkg/third_party/tool/api.py": Reach.REACHED,  # pkg/use.py imports it
         "pkg/third_party/tool/helper.py": Reach.REACHED,  # api.py imports it: `from . import helper`
         "pkg/third_party/dsl/ops.py": Reach.UNIMPORTED,
     }
-    judged = {f.file for f in result.findings}
-    assert judged == {f for f, r in reach.items() if r == Reach.REACHED}
-    everything = _scan(unreached=True)
-    assert {f.file for f in everything.findings} == set(reach)
+    assert _sites(result) == {f for f, r in reach.items() if r == Reach.REACHED}
+    assert _sites(_scan(unreached=True)) == set(reach)
+
+
+def _sites(result) -> set[str]:
+    """Every file a finding names, its own and those folded into it (one condition in one folder)."""
+    return {f.file for f in result.findings} | {file for f in result.findings for file, _ in f.also}
 
 
 def test_the_reports_say_what_was_not_judged(capsys):
     cli.main(["scan", str(TREE), "--no-cache", "--jobs", "1", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
-    assert doc["summary"]["unreached_gates"] == 2
+    assert doc["summary"]["unreached_gates"] == 2  # unused.cuh and dsl/ops.py
     assert {g["file"]: g["reach"] for g in doc["gates"] if "reach" in g} == {
         f"{LIB}/unused.cuh": "unincluded",
         "pkg/third_party/dsl/ops.py": "unimported",
@@ -58,7 +62,7 @@ def test_headers_alone_say_nothing_about_their_use(tmp_path):
     shutil.copytree(TREE / LIB, tmp_path / "third_party" / "lib")
     result = audit([str(tmp_path)], Options(jobs=1))
     assert result.gates and not any(g.reach for g in result.gates)
-    assert len(result.findings) == len(result.gates)
+    assert _sites(result) == {g.file for g in result.gates}
 
 
 def test_own_headers_are_always_reached():
@@ -96,3 +100,20 @@ def test_import_forms():
         "pkg/sub/near",
         "pkg/sub/near/n",
     }
+
+
+def test_a_vendored_tree_with_an_extension_of_its_own_is_reached():
+    """DeepGEMM's extension compiles the headers of its tree at run time."""
+    paths = ["pkg/csrc/a.cu", "pkg/third_party/deep_gemm/include/impl.cuh", "pkg/third_party/other/x.cuh"]
+    found = headers(paths, [(), (), ()], [], binaries=["pkg/third_party/deep_gemm/_C.abi3.so"])
+    assert found == {"pkg/third_party/other/x.cuh": Reach.UNINCLUDED}
+
+
+def test_a_module_that_puts_its_folder_on_sys_path_reaches_the_folder():
+    files = {
+        "pkg/a.py": b"from pkg.third_party.fmha import sparse\n",
+        "pkg/third_party/fmha/sparse.py": b"import sys, os\nsys.path.insert(0, os.path.dirname(__file__) + '/cute')\n",
+        "pkg/third_party/fmha/cute/combine.py": b"",
+        "pkg/third_party/dsl/ops.py": b"",
+    }
+    assert modules(files, files.__getitem__) == {"pkg/third_party/dsl/ops.py": Reach.UNIMPORTED}
