@@ -567,21 +567,35 @@ def _history_parser(sub) -> None:
         help="the releases of each project name: a PEP 440 specifier ('>=0.6,<0.8') or last:N",
     )
     p.add_argument("--index", default=INDEX, metavar="URL", help="the package index's JSON API (default %(default)s)")
-    p.add_argument("--engine", choices=("local", "ray"), default="local", help="where releases are scanned (default local)")
+    p.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="where releases are scanned (default local)"
+    )
     p.add_argument(
         "--ray-address", metavar="auto|ADDRESS", help="the Ray cluster to run on (default: a local Ray instance)"
     )
     p.add_argument(
-        "--parallel", type=int, default=0, metavar="N", help="local engine: releases scanned at once (default CPUs / --jobs)"
+        "--parallel",
+        type=int,
+        default=0,
+        metavar="N",
+        help="local engine: releases scanned at once (default CPUs / --jobs)",
     )
     _target_arguments(p)
     _input_arguments(p)
     p.set_defaults(jobs=1)
     p.add_argument(
-        "--format", choices=[f.value for f in HISTORY_FORMATS], default=None, help="report format on stdout (default text)"
+        "--format",
+        choices=[f.value for f in HISTORY_FORMATS],
+        default=None,
+        help="report format on stdout (default text)",
     )
     p.add_argument(
-        "-o", "--output", action="append", default=[], metavar="FILE", help="write a report to FILE, format by extension"
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write a report to FILE, format by extension",
     )
     p.add_argument("-q", "--quiet", action=argparse.BooleanOptionalAction, default=None, help="no progress on stderr")
     _rule_arguments(p)
@@ -634,8 +648,15 @@ def cmd_history(args) -> int:
         scans = engines.run_local(chosen, settings, args.parallel or engines.default_parallel(args.jobs), done)
     history = timeline.build(scans, options.targets, options.toolkits)
     if not args.quiet:
-        _say(f"archaudit: {len(chosen)} release(s) in {time.perf_counter() - start:.1f} s with the {args.engine} engine")
-    emit(RENDERERS[fmt](history) if fmt else None, {f: RENDERERS[f](history) for f in set(outputs.values())}, outputs, args.quiet)
+        _say(
+            f"archaudit: {len(chosen)} release(s) in {time.perf_counter() - start:.1f} s with the {args.engine} engine"
+        )
+    emit(
+        RENDERERS[fmt](history) if fmt else None,
+        {f: RENDERERS[f](history) for f in set(outputs.values())},
+        outputs,
+        args.quiet,
+    )
     return EXIT_ERROR if any(s.result is None for s in scans) else EXIT_CLEAN
 
 

@@ -105,7 +105,9 @@ Done = Callable[[Scanned], None]
 """Called in the driver as each release finishes (progress lines)."""
 
 
-def run_local(releases: Sequence[Release], settings: Settings, parallel: int, done: Done | None = None) -> list[Scanned]:
+def run_local(
+    releases: Sequence[Release], settings: Settings, parallel: int, done: Done | None = None
+) -> list[Scanned]:
     """Every release scanned in a pool of ``parallel`` processes (one: in this process)."""
     if parallel <= 1 or len(releases) == 1:
         out = []
@@ -149,11 +151,12 @@ def run_ray(
     started = not ray.is_initialized()
     if started:
         try:
-            quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
             if address is None:
-                ray.init(num_cpus=LOCAL_RAY_CPUS, include_dashboard=False, **quiet)
+                ray.init(
+                    num_cpus=LOCAL_RAY_CPUS, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
+                )
             else:
-                ray.init(address=address, **quiet)
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise EngineError(f"--ray-address {address}: no Ray cluster could be joined ({_one_line(exc)})") from None
     try:

@@ -45,22 +45,21 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def choose(versions: Sequence[Version], chosen: str) -> list[Version]:
-    """The versions ``--versions`` picks, oldest first: a PEP 440 specifier (pre-releases only
-    when it names one) or ``last:N`` (the newest N final and post releases)."""
-    ordered = sorted(set(versions))
+def chooser(chosen: str) -> Callable[[Sequence[Version]], list[Version]]:
+    """What ``--versions`` picks from a project's versions, oldest first: a PEP 440 specifier
+    (pre-releases only when it names one) or ``last:N`` (the newest N final and post
+    releases). Checked before the index is asked anything."""
     last = _LAST.match(chosen.strip())
     if last:
         count = int(last.group(1))
         if count < 1:
             raise SpecError(f"--versions {chosen}: N must be at least 1")
-        finals = [v for v in ordered if not v.is_prerelease]
-        return finals[-count:]
+        return lambda versions: [v for v in sorted(set(versions)) if not v.is_prerelease][-count:]
     try:
         specifier = SpecifierSet(chosen)
     except InvalidSpecifier:
         raise SpecError(f"--versions {chosen!r}: not a PEP 440 specifier (e.g. '>=0.5,<0.8') or last:N") from None
-    return list(specifier.filter(ordered))
+    return lambda versions: list(specifier.filter(sorted(set(versions))))
 
 
 def wheel_versions(document: Any) -> list[Version]:
@@ -116,6 +115,7 @@ def releases(
     """The releases the specs name, in their order; a bare project name expands (oldest first)
     to the releases ``versions`` picks from the index. Raises :class:`SpecError` for a spec
     that names nothing, a bare name without ``versions``, or ``versions`` with no bare name."""
+    pick = chooser(versions) if versions is not None else None
     out: list[Release] = []
     expanded = False
     for spec in specs:
@@ -128,11 +128,12 @@ def releases(
         elif pinned:
             out.append(Release(spec, pinned.group(2)))
         elif _NAME.match(spec) and not spec.endswith((".whl", ".tar.gz", ".tgz", ".zip")):
-            if versions is None:
-                raise SpecError(f"{spec}: give --versions (a specifier such as '>=0.6,<0.8', or last:N), or {spec}==VERSION")
+            if pick is None:
+                raise SpecError(
+                    f"{spec}: give --versions (a specifier such as '>=0.6,<0.8', or last:N), or {spec}==VERSION"
+                )
             expanded = True
-            listed = wheel_versions(fetch(f"{index.rstrip('/')}/{normalise(spec)}/json"))
-            picked = choose(listed, versions)
+            picked = pick(wheel_versions(fetch(f"{index.rstrip('/')}/{normalise(spec)}/json")))
             if not picked:
                 raise SpecError(f"{spec}: no release with a wheel matches --versions {versions!r}")
             out += [Release(f"{spec}=={v}", str(v)) for v in picked]

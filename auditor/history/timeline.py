@@ -210,9 +210,9 @@ def _causes(c: GateChange, d: DiffResult) -> tuple[Cause, ...]:
         by_key.setdefault(f"{x.name}@{diff.match_path(x.file)}", x)
     out = []
     for key in (c.definition, *c.causes):
-        x = by_key.get(key) if key else None
-        if x is not None:
-            out.append(Cause(x.name, x.file, x.old_line, x.new_line, x.old_detail, x.new_detail))
+        found = by_key.get(key) if key else None
+        if found is not None:
+            out.append(Cause(found.name, found.file, found.old_line, found.new_line, found.old_detail, found.new_detail))
     return tuple(dict.fromkeys(out))
 
 
@@ -334,9 +334,9 @@ def build(scans: Sequence[Scanned], targets: Sequence[Target], toolkits: tuple[s
         )
         following, previous = current, (k, r)
     groups: dict[int, list[int]] = {}
-    for i, t in enumerate(tracks):
-        if t.steps:
-            groups.setdefault(t.decision if t.decision is not None else i, []).append(i)
+    for i, track in enumerate(tracks):
+        if track.steps:
+            groups.setdefault(track.decision if track.decision is not None else i, []).append(i)
     decisions = []
     for head, members in groups.items():
         shown = sorted((_gate_history(tracks[i]) for i in members), key=lambda g: (g.file, g.line, g.id))

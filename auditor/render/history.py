@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from auditor import arch
 from auditor.history.timeline import Cause, Cell, DecisionHistory, GateHistory, History, ReleaseSummary, Step
 from auditor.model import Verdict
 from auditor.render import report
@@ -86,12 +87,16 @@ def _counts(pairs: Sequence[tuple[str, int]] | None) -> str:
     return ", ".join(f"{n:,} {k}" for k, n in pairs if n) or "none"
 
 
+def _many(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def summary_line(r: ReleaseSummary) -> str:
     """A release's summary line, the same in every human format."""
     if r.failed:
         return f"not scanned: {r.error}"
     routed = ", ".join(f"{t} {n:,}" for t, n in r.routed)
-    line = f"{r.gates:,} gates, {r.findings:,} findings; decisions routing away: {routed}"
+    line = f"{_many(r.gates, 'gate')}, {_many(r.findings, 'finding')}; decisions routing away: {routed}"
     if r.new_findings is not None:
         line += f"; new findings: {_counts(r.new_findings)}; resolved: {_counts(r.resolved_findings)}"
     moves = [f"{t} let in by {n:,}" for t, n in r.opened if n] + [f"{t} turned away by {n:,}" for t, n in r.closed if n]
@@ -107,6 +112,11 @@ def _title(h: History) -> str:
     span = labels[0] if len(labels) == 1 else f"{labels[0]} … {labels[-1]}"
     failed = sum(r.failed for r in h.releases)
     return f"{span}: {len(labels)} release(s){f', {failed} not scanned' if failed else ''}"
+
+
+def _chosen_toolkits(h: History) -> bool:
+    """Whether ``--cuda`` chose the toolkits (every known one is not worth a line)."""
+    return bool(h.toolkits) and h.toolkits != arch.releases_of()
 
 
 def _labels(h: History) -> list[str]:
@@ -212,12 +222,10 @@ def document(h: History) -> dict:
         "tool": {"name": "archaudit", "version": h.tool_version},
         "targets": [t.label for t in h.targets],
     }
-    if h.toolkits:
+    if _chosen_toolkits(h):
         doc["cuda"] = list(h.toolkits)
     doc["releases"] = [_release_document(r) for r in h.releases]
-    doc["decisions"] = [
-        {"id": d.id, "gates": [_gate_document(g, labels) for g in d.gates]} for d in h.decisions
-    ]
+    doc["decisions"] = [{"id": d.id, "gates": [_gate_document(g, labels) for g in d.gates]} for d in h.decisions]
     doc["followed"] = h.followed
     return doc
 
@@ -259,7 +267,7 @@ def view(h: History) -> dict:
         "title": _title(h),
         "version": h.tool_version,
         "targets": targets,
-        "cuda": list(h.toolkits),
+        "cuda": list(h.toolkits) if _chosen_toolkits(h) else [],
         "labels": labels,
         "releases": [
             {
@@ -297,9 +305,7 @@ def _decision_view(d: DecisionHistory, labels: Sequence[str]) -> dict:
                             for i, v in enumerate(row)
                         ],
                     }
-                    for (t, text), (_, row), changed in zip(
-                        target_lines(g, labels), g.cells, _changed_at(g)
-                    )
+                    for (t, text), (_, row), changed in zip(target_lines(g, labels), g.cells, _changed_at(g))
                 ],
                 "steps": [step_text(s, labels) for s in g.steps],
             }
