@@ -212,7 +212,9 @@ def _causes(c: GateChange, d: DiffResult) -> tuple[Cause, ...]:
     for key in (c.definition, *c.causes):
         found = by_key.get(key) if key else None
         if found is not None:
-            out.append(Cause(found.name, found.file, found.old_line, found.new_line, found.old_detail, found.new_detail))
+            out.append(
+                Cause(found.name, found.file, found.old_line, found.new_line, found.old_detail, found.new_detail)
+            )
     return tuple(dict.fromkeys(out))
 
 
