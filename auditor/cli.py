@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     _input_arguments(explain)
     _exit_arguments(explain)
     _rule_arguments(explain)
+    _history_parser(sub)
     return parser
 
 
@@ -557,6 +558,124 @@ def _diff(args, old_spec: str, new_spec: str, mode: str) -> int:
     return exit_code((f.severity for f in result.findings), args.fail_on, args.exit_zero)
 
 
+# -- history (issue 22) ---------------------------------------------------------------------
+
+HISTORY_FORMATS = (Format.TEXT, Format.JSON, Format.MARKDOWN, Format.HTML)
+"""What a history is written in (SARIF reports findings, not releases)."""
+
+
+def _history_parser(sub) -> None:
+    """``archaudit history SPEC [SPEC ...]``: its own options beside the scan's targets, rules and cache."""
+    from auditor.history.releases import INDEX
+
+    p = sub.add_parser(
+        "history", help="each decision's verdicts across releases: when it started or stopped turning a target away"
+    )
+    p.add_argument(
+        "specs",
+        nargs="+",
+        metavar="SPEC",
+        help="name==version, a project name (with --versions), a wheel, an sdist or a directory; compared in this order",
+    )
+    p.add_argument(
+        "--versions",
+        metavar="SPEC",
+        help="the releases of each project name: a PEP 440 specifier ('>=0.6,<0.8') or last:N",
+    )
+    p.add_argument("--index", default=INDEX, metavar="URL", help="the package index's JSON API (default %(default)s)")
+    p.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="where releases are scanned (default local)"
+    )
+    p.add_argument(
+        "--ray-address", metavar="auto|ADDRESS", help="the Ray cluster to run on (default: a local Ray instance)"
+    )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        default=0,
+        metavar="N",
+        help="local engine: releases scanned at once (default CPUs / --jobs)",
+    )
+    _target_arguments(p)
+    _input_arguments(p)
+    p.set_defaults(jobs=1)
+    p.add_argument(
+        "--format",
+        choices=[f.value for f in HISTORY_FORMATS],
+        default=None,
+        help="report format on stdout (default text)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="write a report to FILE, format by extension",
+    )
+    p.add_argument("-q", "--quiet", action=argparse.BooleanOptionalAction, default=None, help="no progress on stderr")
+    _rule_arguments(p)
+
+
+def cmd_history(args) -> int:
+    """``archaudit history``: list the releases, scan each with the chosen engine (one task per
+    release), join them and write the reports; exit 2 when a release could not be scanned."""
+    import time
+
+    from auditor.history import engines, releases, timeline
+    from auditor.render.history import RENDERERS
+
+    fmt, outputs = _formats(args)
+    wrong = sorted({f.value for f in (fmt, *outputs.values()) if f is not None and f not in HISTORY_FORMATS})
+    if wrong:
+        raise UsageError(f"history reports are text, json, markdown or html, not {', '.join(wrong)}")
+    if args.ray_address and args.engine != "ray":
+        raise UsageError("--ray-address needs --engine ray")
+    if args.parallel and args.engine != "local":
+        raise UsageError("--parallel is the local engine's; Ray runs as many releases as the cluster has CPUs for")
+    if args.jobs < 1 or args.parallel < 0:
+        raise UsageError("--jobs must be at least 1 and --parallel not negative")
+    chosen = releases.releases(args.specs, args.versions, args.index)
+    options = _options(args)
+    settings = engines.Settings(
+        targets=options.targets,
+        toolkits=options.toolkits,
+        filters=options.filters,
+        jobs=args.jobs,
+        download_dir=options.download_dir,
+        cache_dir=options.cache_dir,
+        rule_dirs=tuple(args.rules),
+        select=options.select,
+        ignore=options.ignore,
+    )
+    finished: list[int] = []
+
+    def done(s: engines.Scanned) -> None:
+        finished.append(1)
+        if args.quiet:
+            return
+        how = f"failed: {s.error}" if s.error else "scanned"
+        _say(f"archaudit: {s.release.label} {how} ({s.seconds:.1f} s; {len(finished)}/{len(chosen)})")
+
+    start = time.perf_counter()
+    if args.engine == "ray":
+        scans = engines.run_ray(chosen, settings, args.ray_address, done)
+    else:
+        scans = engines.run_local(chosen, settings, args.parallel or engines.default_parallel(args.jobs), done)
+    history = timeline.build(scans, options.targets, options.toolkits)
+    if not args.quiet:
+        _say(
+            f"archaudit: {len(chosen)} release(s) in {time.perf_counter() - start:.1f} s with the {args.engine} engine"
+        )
+    emit(
+        RENDERERS[fmt](history) if fmt else None,
+        {f: RENDERERS[f](history) for f in set(outputs.values())},
+        outputs,
+        args.quiet,
+    )
+    return EXIT_ERROR if any(s.result is None for s in scans) else EXIT_CLEAN
+
+
 def cmd_comment(args) -> int:
     """``archaudit comment``: post a report body to a pull request."""
     from auditor import github
@@ -571,4 +690,5 @@ COMMANDS: dict[str, Callable] = {
     "comment": cmd_comment,
     "rules": cmd_rules,
     "explain": cmd_explain,
+    "history": cmd_history,
 }

@@ -377,3 +377,10 @@ def compare(old: AuditResult, new: AuditResult, targets: tuple | None = None, mo
         rules=new.rules,
         toolkits=new.toolkits,
     )
+
+
+def matches(old: AuditResult, new: AuditResult) -> list[tuple[Gate, Gate]]:
+    """Every gate of ``old`` paired with the gate of ``new`` that :func:`compare` takes for it
+    (unchanged, moved, renamed or rewritten alike): a release history follows gates through it."""
+    pairs, _, _ = _pairs(_Side(old), _Side(new))
+    return [(a, b) for a, b, _ in pairs]
