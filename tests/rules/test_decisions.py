@@ -120,7 +120,9 @@ def test_uses_of_one_definition_are_one_finding_naming_the_root():
     assert one.root == "`is_sm90_supported` (pkg/utils.py:3)"
     assert one.also == (("pkg/m1.py", 5), ("pkg/m2.py", 5))
     literal = [gate(f"l{i}", f"pkg/k{i}.cuh", 5, "__CUDA_ARCH__ < 1200") for i in range(2)]
-    assert len(roots.fold([finding(g) for g in literal], {g.id: g for g in literal})) == 2  # two files, two causes
+    assert len(roots.fold([finding(g) for g in literal], {g.id: g for g in literal})) == 1  # one folder, one cause
+    apart = [gate(f"a{i}", f"pkg/{d}/k.cuh", 5, "__CUDA_ARCH__ < 1200") for i, d in enumerate(("comm", "gemm"))]
+    assert len(roots.fold([finding(g) for g in apart], {g.id: g for g in apart})) == 2  # two folders, two causes
 
 
 def test_vendored_folders_come_from_data():
