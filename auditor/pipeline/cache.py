@@ -82,6 +82,14 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def stream_digest(chunks: Iterable[bytes]) -> str:
+    """:func:`content_digest` of the bytes ``chunks`` make up, without holding them."""
+    h = hashlib.blake2b(digest_size=16)
+    for chunk in chunks:
+        h.update(chunk)
+    return h.hexdigest()
+
+
 def input_digest(files: Iterable[tuple[str, str, str, str]]) -> str:
     """Digest of a whole input from its files' (path, language, read error, content digest)."""
     h = hashlib.blake2b(tool_digest().encode(), digest_size=16)

@@ -46,6 +46,7 @@ from auditor.sources import (
     InputError,
     Provider,
     close_archives,
+    open_file,
     provider_for,
     providers,
     read_all,
@@ -190,12 +191,12 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         reads = first if first is not None else workers.read(files, digest=False, scan=True)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
-        listings, bin_errors = read_binaries(readable, input_name)
+        listings, bin_errors = read_binaries(readable, input_name, open_file)
         binaries = binary_records(listings, input_name, options.targets)
         packages = binary_verdicts(binaries)
 
         def judged(found: tuple[list[Gate], list[FileError]], sources: list) -> tuple[list[Gate], list[Finding]]:
-            gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries)
+            gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries, open_file)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_found = store.memo(
