@@ -39,6 +39,7 @@ from auditor.model import (
     excerpt_windows,
 )
 from auditor.pipeline.cache import EXTRACTED, FINAL, Cache, InputResult, input_digest, json_digest, tool_digest
+from auditor.pipeline import kept
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
 from auditor.sources import (
@@ -136,7 +137,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     files they need. With a cache, an unchanged input costs that read and one lookup.
     """
     files = list(files)
-    return _evaluate(files, input_name, options, store, _survey(files, input_name, options) if store else None)
+    return _evaluate(files, input_name, options, store, _survey(files, input_name, options, store) if store else None)
 
 
 def audit_input(
@@ -159,9 +160,12 @@ class _Survey:
     the other options."""
 
 
-def _survey(files: list, input_name: str, options: Options) -> _Survey:
-    with Workers(options.jobs, len(files), options.progress) as workers:
-        reads = workers.read(files, digest=True, scan=False)
+def _survey(files: list, input_name: str, options: Options, store: Cache | None = None) -> _Survey:
+    def read(todo: list) -> list[Read]:
+        with Workers(options.jobs, len(todo), options.progress) as workers:
+            return workers.read(todo, digest=True, scan=False)
+
+    reads = kept.first_reads(store, files, read)
     digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
     kits = ",".join(arch.releases_of(options.toolkits))
     return _Survey(
@@ -376,7 +380,7 @@ class Scan:
         if listed is None:
             return None
         files, read_errors = listed
-        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options))
+        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options, self.store))
 
     def result(self) -> AuditResult:
         """Every input evaluated, or read from the cache, into one result."""
