@@ -38,7 +38,16 @@ from auditor.model import (
     Target,
     excerpt_windows,
 )
-from auditor.pipeline.cache import EXTRACTED, FINAL, Cache, InputResult, input_digest, json_digest, tool_digest
+from auditor.pipeline.cache import (
+    DEFAULT_MAX_BYTES,
+    EXTRACTED,
+    FINAL,
+    Cache,
+    InputResult,
+    input_digest,
+    json_digest,
+    tool_digest,
+)
 from auditor.pipeline import kept
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
@@ -66,6 +75,8 @@ class Options:
     """Where ``name==version`` downloads are kept."""
     cache_dir: Path | None = None
     """Where results are cached; None disables the cache."""
+    cache_max: int = DEFAULT_MAX_BYTES
+    """The result cache's cap in bytes (least recently used entries are evicted past it)."""
     progress: Callable[[str, int, int], None] | None = None
     """Called as (stage, done, total) while scanning; never for the result."""
     rules: tuple[rulebook.Rule, ...] | None = None
@@ -324,7 +335,7 @@ class Scan:
     def __init__(self, specs: Sequence[str], options: Options = Options()):
         self.options = options
         self.failed: list[tuple[str, InputError]] = []
-        self.store: Cache | None = Cache(options.cache_dir) if options.cache_dir else None
+        self.store: Cache | None = Cache(options.cache_dir, options.cache_max) if options.cache_dir else None
         self.key = ""
         try:
             provs: list[Provider] = providers(specs, options.filters, options.download_dir) if not specs else []

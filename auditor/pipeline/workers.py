@@ -32,6 +32,9 @@ PARALLEL_MIN_FILES = 400
 """Below this many files a process pool costs more than it saves."""
 CHUNK_BYTES = 8 * 2**20
 """In-memory files (sdists, git revisions) go to a worker in batches of about this many bytes."""
+HOST_PASS = os.environ.get("ARCHAUDIT_BENCH_NO_HOST_PASS") != "1"
+"""Whether C/CUDA files get the host C++ pass (:mod:`auditor.cuda.host`). Off only for the
+benchmark, which times a scan without it (``bench/run.py --host-pass``): never with a cache."""
 STREAM_CHUNK = 1 << 20
 """Shared objects are read this many bytes at a time."""
 MARKER = b"archaudit:"
@@ -79,7 +82,7 @@ def _work(tasks: Sequence[tuple]) -> list[Read]:
             out.append((FileRead(error=str(exc)), None))
             continue
         result = cuda_gates.scan_bytes(path, data, input_name) if scan and language == "cuda" else None
-        if scan and language == "cuda" and not isinstance(result, FileError) and host.wanted(data):
+        if scan and language == "cuda" and not isinstance(result, FileError) and HOST_PASS and host.wanted(data):
             result = _with_host(result, path, host.scan_bytes(data))
         out.append((FileRead(None, content_digest(data) if digest else "", MARKER in data), result))
     return out
