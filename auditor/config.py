@@ -94,7 +94,7 @@ def load(path: Path | None) -> Config:
             values[key] = value
         elif key in SIZES:
             if not isinstance(value, (str, int)) or isinstance(value, bool):
-                raise ValueError(f"{path}: [tool.archaudit] {key} must be a size (bytes, or a string like \"1G\")")
+                raise ValueError(f'{path}: [tool.archaudit] {key} must be a size (bytes, or a string like "1G")')
             try:
                 values[key] = parse_size(value)
             except ValueError as exc:

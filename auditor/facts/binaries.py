@@ -463,9 +463,7 @@ def with_extensions(
     reach = _Reach(python, gpu)
     found = {i: reach.gate(gates[i]) for i in wanted}
     shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
-    registers = _registrants(
-        {ns for refs in found.values() for kind, ns in refs if kind == "ns"}, gpu, shipped, opener
-    )
+    registers = _registrants({ns for refs in found.values() for kind, ns in refs if kind == "ns"}, gpu, shipped, opener)
     out = list(gates)
     for i, refs in found.items():
         paths = sorted({p for kind, x in refs for p in (registers.get(x, ()) if kind == "ns" else (x,))})

@@ -136,7 +136,8 @@ def identities(files: Sequence) -> list[str | None]:
         out.append(
             None
             if o is None or meta is None
-            else "stat:" + json_digest([tool_digest(), os.path.abspath(o.archive or o.name), meta, o.name, o.index, o.size])
+            else "stat:"
+            + json_digest([tool_digest(), os.path.abspath(o.archive or o.name), meta, o.name, o.index, o.size])
         )
     return out
 
@@ -163,6 +164,10 @@ def first_reads(store: Cache | None, files: Sequence, read: Callable[[list], lis
         for i, r in zip(todo, fresh):
             out[i] = r
         store.put_many(
-            [(key, [r[0].digest, r[0].marker]) for i in todo if (key := keys[i]) and (r := out[i]) and r[0].error is None]
+            [
+                (key, [r[0].digest, r[0].marker])
+                for i in todo
+                if (key := keys[i]) and (r := out[i]) and r[0].error is None
+            ]
         )
     return [r for r in out if r is not None]

@@ -38,6 +38,7 @@ from auditor.model import (
     Target,
     excerpt_windows,
 )
+from auditor.pipeline import kept
 from auditor.pipeline.cache import (
     DEFAULT_MAX_BYTES,
     EXTRACTED,
@@ -48,7 +49,6 @@ from auditor.pipeline.cache import (
     json_digest,
     tool_digest,
 )
-from auditor.pipeline import kept
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
 from auditor.sources import (
