@@ -178,8 +178,9 @@ class _Blob:
         self.stream.seek(offset)
         return self.stream.read(n)
 
-    def chunks(self, offset: int, end: int, size: int = SPILL_CHUNK) -> Iterator[tuple[int, bytes]]:
-        """(offset, bytes) of ``offset..end`` in pieces of ``size``."""
+    def chunks(self, offset: int, end: int) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of ``offset..end`` in pieces of :data:`SPILL_CHUNK`."""
+        size = SPILL_CHUNK
         while offset < end:
             piece = self.read(offset, min(size, end - offset))
             if not piece:

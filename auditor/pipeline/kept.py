@@ -165,9 +165,9 @@ def first_reads(store: Cache | None, files: Sequence, read: Callable[[list], lis
             out[i] = r
         store.put_many(
             [
-                (key, [r[0].digest, r[0].marker])
-                for i in todo
-                if (key := keys[i]) and (r := out[i]) and r[0].error is None
+                (key, [info.digest, info.marker])
+                for i, (info, _) in zip(todo, fresh)
+                if (key := keys[i]) and info.error is None
             ]
         )
     return [r for r in out if r is not None]
