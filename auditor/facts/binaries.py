@@ -119,8 +119,9 @@ def _in_memory(f: Any) -> AbstractContextManager[IO[bytes]]:
     return io.BytesIO(f.data)
 
 
-SPILL_CHUNK = 1 << 20
-"""Bytes copied at a time when a stream that cannot seek cheaply is put in a temporary file."""
+CHUNK = 1 << 20
+"""Bytes read at a time where a file is read through: copied to a temporary file, or
+searched for the fatbin magic or a name."""
 
 
 def read_embedded(data: bytes | IO[bytes], path: str) -> BinaryListing:
@@ -154,7 +155,7 @@ def _seekable(stream: IO[bytes]) -> Iterator[IO[bytes]]:
         yield stream
         return
     with tempfile.TemporaryFile(prefix="archaudit-") as copy:
-        shutil.copyfileobj(stream, copy, SPILL_CHUNK)
+        shutil.copyfileobj(stream, copy, CHUNK)
         copy.seek(0)
         yield copy
 
@@ -179,8 +180,8 @@ class _Blob:
         return self.stream.read(n)
 
     def chunks(self, offset: int, end: int) -> Iterator[tuple[int, bytes]]:
-        """(offset, bytes) of ``offset..end`` in pieces of :data:`SPILL_CHUNK`."""
-        size = SPILL_CHUNK
+        """(offset, bytes) of ``offset..end`` in pieces of :data:`CHUNK`."""
+        size = CHUNK
         while offset < end:
             piece = self.read(offset, min(size, end - offset))
             if not piece:
@@ -504,7 +505,7 @@ def _holds(stream: IO[bytes], needles: Mapping[str, bytes]) -> set[str]:
     overlap = max(map(len, needles.values()), default=1) - 1
     carry = b""
     while len(found) < len(needles):
-        piece = stream.read(SPILL_CHUNK)
+        piece = stream.read(CHUNK)
         if not piece:
             break
         window = carry + piece

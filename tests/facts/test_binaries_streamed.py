@@ -103,14 +103,14 @@ def test_a_zip_member_gives_the_listing_of_its_bytes(tmp_path):
 def test_containers_outside_a_section_are_found_whatever_the_chunk_size(monkeypatch, chunk):
     """``.nvFatBinSegment`` and no ``.nv_fatbin``: containers are found by scanning the file for
     their magic a chunk at a time; one cut across a chunk boundary is still found."""
-    monkeypatch.setattr(binaries, "SPILL_CHUNK", chunk)
+    monkeypatch.setattr(binaries, "CHUNK", chunk)
     listing = read_embedded(elf(section=b".nvFatBinSegment", filler=4099), "scan.so")
     assert pairs(listing) == EXPECTED
     assert all("scanning" in e.note for e in listing.entries)
 
 
 def test_padding_after_the_containers_is_allowed_and_junk_is_not(monkeypatch):
-    monkeypatch.setattr(binaries, "SPILL_CHUNK", 3)
+    monkeypatch.setattr(binaries, "CHUNK", 3)
     assert pairs(read_embedded(elf(FATBIN + bytes(40)), "pad.so")) == EXPECTED
     with pytest.raises(binaries.BinaryError, match="no valid fatbinary container"):
         read_embedded(elf(FATBIN + bytes(20) + b"junk" + bytes(16)), "junk.so")
@@ -118,7 +118,7 @@ def test_padding_after_the_containers_is_allowed_and_junk_is_not(monkeypatch):
 
 @pytest.mark.parametrize("chunk", [4, 9, 1 << 20])
 def test_a_registered_namespace_is_found_across_chunks(monkeypatch, chunk):
-    monkeypatch.setattr(binaries, "SPILL_CHUNK", chunk)
+    monkeypatch.setattr(binaries, "CHUNK", chunk)
     data = b"x" * 10 + b"\0my_ops\0" + b"y" * 10
     assert binaries._holds(io.BytesIO(data), {"my_ops": b"\0my_ops\0", "other": b"\0other\0"}) == {"my_ops"}
 
