@@ -89,16 +89,18 @@ def _work(tasks: Sequence[tuple]) -> list[Read]:
 
 
 def _streamed(origin: Origin, digest: bool) -> FileRead:
-    """A shared object's first read, a chunk at a time (they run to hundreds of MB): its
-    digest only, as suppression comments are not looked for in binaries."""
+    """A shared object's first read, a chunk at a time (they run to hundreds of MB): read
+    through, so that a corrupt member is found here as any other file's is, and digested when
+    asked; suppression comments are not looked for in binaries."""
     try:
         with open_origin(origin) as fh:
-            chunks = iter(lambda: fh.read(STREAM_CHUNK), b"")
-            return FileRead(None, stream_digest(chunks) if digest else "", False)
+            value = stream_digest(iter(lambda: fh.read(STREAM_CHUNK), b""))
+        return FileRead(None, value if digest else "", False)
     except ReadError as exc:
         return FileRead(error=str(exc))
-    except Exception as exc:  # zipfile raises many kinds on a corrupt member
-        return FileRead(error=f"corrupt archive member ({type(exc).__name__}: {exc})".splitlines()[0])
+    except Exception as exc:  # zipfile raises many kinds on a corrupt member (as read_origin says it)
+        lines = str(exc).strip().splitlines()
+        return FileRead(error=f"corrupt archive member ({lines[0] if lines else type(exc).__name__})")
 
 
 def _with_host(scanned: FileScan | None, path: str, found: host.HostScan) -> FileScan | None:

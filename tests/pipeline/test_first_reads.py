@@ -104,3 +104,23 @@ def test_an_unchanged_wheel_is_not_read_again_and_a_rewritten_one_is(tmp_path, c
     again = scan(capsys, str(whl), "--cache-dir", cache)
     assert len(reads) >= 8
     assert again == scan(capsys, str(whl), "--no-cache") != first
+
+
+def test_a_corrupt_shared_object_member_is_the_same_error_with_and_without_a_cache(tmp_path, capsys):
+    """Shared objects are streamed in the first read; a member whose bytes fail their CRC is
+    reported as every other corrupt member is, cache or not."""
+    from tests.facts.test_binaries_streamed import elf
+
+    whl = tmp_path / "pkg-1.0-py3-none-any.whl"
+    data = elf(filler=4096)
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("pkg/_C.abi3.so", data)
+        zf.writestr("pkg/m.py", PY.format(i=0))
+    raw = whl.read_bytes()
+    at = raw.index(data) + 100
+    whl.write_bytes(raw[:at] + bytes([raw[at] ^ 0xFF]) + raw[at + 1 :])
+    cold = scan(capsys, str(whl), "--no-cache")
+    warm = scan(capsys, str(whl), "--cache-dir", str(tmp_path / "cache"))
+    (error,) = cold["errors"]
+    assert error["file"] == "pkg/_C.abi3.so" and error["reason"].startswith("corrupt archive member (Bad CRC-32")
+    assert warm == cold
