@@ -57,6 +57,16 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching")
     p.add_argument("--cache-dir", type=Path, default=None, help="cache for downloads and results")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    _cache_max_argument(p)
+
+
+def _cache_max_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-max",
+        default=None,
+        metavar="SIZE",
+        help="cap on the result cache, e.g. 500M or 2G; least recently used entries go first (default 1G)",
+    )
 
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:
@@ -186,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("action", nargs="?", choices=("list", "show", "test"), default="list")
     rules.add_argument("id", nargs="?", help="rule id, for show")
     _rule_arguments(rules)
+    cache = sub.add_parser("cache", help="where the result cache is and how large, or empty it")
+    cache.add_argument("action", choices=("info", "clean"), help="info: path, size, entries, cap; clean: empty it")
+    cache.add_argument("--cache-dir", type=Path, default=None, help="the cache (default: the user cache dir)")
+    _cache_max_argument(cache)
     explain = sub.add_parser("explain", help="one gate's evaluation, step by step")
     explain.add_argument(
         "location", help="FILE:LINE (scanned within its project) or INPUT::FILE:LINE (e.g. x.whl::pkg/a.cuh:417)"
@@ -239,7 +253,7 @@ def configure(args: argparse.Namespace) -> argparse.Namespace:
     if args.command == "comment":
         return args
     table = config.load(config.find())
-    for key in (*config.LISTS, *config.SCALARS, *config.FLAGS):
+    for key in (*config.LISTS, *config.SCALARS, *config.FLAGS, *config.SIZES):
         attr = key.replace("-", "_")
         if not hasattr(args, attr) or getattr(args, attr) not in (None, []):
             continue
@@ -275,6 +289,7 @@ def _options(args, excerpts: bool = False):
         jobs=max(0, args.jobs),
         download_dir=(args.cache_dir or default_cache_dir()) / "downloads",
         cache_dir=_cache_dir(args),
+        cache_max=_cache_max(args),
         excerpts=excerpts,
         **_rule_options(args),
     )
@@ -328,6 +343,45 @@ def _write(out: str, text: str) -> None:
 def _cache_dir(args) -> Path | None:
     """The result cache's directory; None with ``--no-cache``."""
     return None if getattr(args, "no_cache", False) else (getattr(args, "cache_dir", None) or default_cache_dir())
+
+
+def _cache_max(args) -> int:
+    """The result cache's cap in bytes: ``--cache-max``, else ``[tool.archaudit] cache-max``, else 1 GiB."""
+    from auditor import config
+    from auditor.pipeline.cache import DEFAULT_MAX_BYTES
+
+    value = getattr(args, "cache_max", None)
+    return DEFAULT_MAX_BYTES if value is None else config.parse_size(value)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def cmd_cache(args) -> int:
+    """``archaudit cache info|clean``: the result cache's place, size, entries and cap, or emptied.
+    Downloads (``name==version``) are kept beside it and left alone."""
+    from auditor.pipeline.cache import Cache
+
+    directory = _cache_dir(args)
+    assert directory is not None
+    with closing(Cache(directory, _cache_max(args))) as store:
+        if args.action == "clean":
+            before = store.info()
+            count = store.clean()
+            freed = _size(before.entry_bytes) if before else "0 bytes"
+            print(f"archaudit: removed {count} entries ({freed}) from {store.path}")
+            return EXIT_CLEAN
+        info = store.info()
+        if info is None:
+            raise UsageError(f"no readable cache at {directory}")
+        print(f"cache: {info.path}")
+        print(f"size: {_size(info.disk_bytes)} on disk, {_size(info.entry_bytes)} in {info.entries} entries")
+        print(f"cap: {_size(info.max_bytes)} (--cache-max; least recently used entries are evicted past it)")
+    return EXIT_CLEAN
 
 
 @contextmanager
@@ -408,7 +462,7 @@ def cmd_scan(args) -> int:
     link_base = getattr(args, "link_base", "") or ""
     viewed = args.only_excluding or args.vendored or args.statistics
     fresh = bool(args.write_baseline or _coloured(fmt) or viewed)
-    with closing(Cache(_cache_dir(args))) as store:
+    with closing(Cache(_cache_dir(args), _cache_max(args))) as store:
         with (
             progress(_options(args, Format.HTML in formats), args.quiet) as options,
             Scan(args.inputs, options) as scan,
@@ -691,4 +745,5 @@ COMMANDS: dict[str, Callable] = {
     "rules": cmd_rules,
     "explain": cmd_explain,
     "history": cmd_history,
+    "cache": cmd_cache,
 }

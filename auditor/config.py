@@ -8,6 +8,7 @@ type is an error naming the file, so a typo never silently does nothing.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,22 @@ SCALARS = ("fail-on", "baseline")
 """Keys whose value is one string."""
 FLAGS = ("exit-zero", "quiet", "unreached")
 """Keys whose value is a boolean."""
+SIZES = ("cache-max",)
+"""Keys whose value is a size: bytes, or a string with a unit (``"500M"``, ``"2GiB"``)."""
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of ``1073741824``, ``"512M"``, ``"1.5G"``, ``"2GiB"``, ``"800MB"`` (units are powers of 1024)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"size must not be negative: {text}")
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
+    if not m:
+        raise ValueError(f"not a size: {text!r} (use bytes or a number with K, M, G or T)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +92,14 @@ def load(path: Path | None) -> Config:
             if not isinstance(value, bool):
                 raise ValueError(f"{path}: [tool.archaudit] {key} must be true or false")
             values[key] = value
+        elif key in SIZES:
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise ValueError(f'{path}: [tool.archaudit] {key} must be a size (bytes, or a string like "1G")')
+            try:
+                values[key] = parse_size(value)
+            except ValueError as exc:
+                raise ValueError(f"{path}: [tool.archaudit] {key}: {exc}") from None
         else:
-            known = ", ".join(sorted((*LISTS, *SCALARS, *FLAGS)))
+            known = ", ".join(sorted((*LISTS, *SCALARS, *FLAGS, *SIZES)))
             raise ValueError(f"{path}: [tool.archaudit] has no key {key!r} (known: {known})")
     return Config(path, tuple((k.replace("-", "_"), v) for k, v in sorted(values.items())))

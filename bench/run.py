@@ -37,6 +37,12 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RULES = BENCH / "rules"
 WHEELS = ("flashinfer-python==0.7.4", "sglang==0.5.23")
+ENVIRONMENT = ("torch==2.14.1", "triton==3.8.0", "sgl-kernel==0.3.21", "flashinfer-python==0.7.4", "sglang==0.5.23")
+"""--environment: these wheels unpacked whole into one site-packages-like tree."""
+EXPLAINED = "sgl-kernel==0.3.21"
+"""--explain: the wheel whose gate is explained from a warm cache."""
+NO_HOST_PASS = {"ARCHAUDIT_BENCH_NO_HOST_PASS": "1"}
+"""Environment that turns archaudit's host C++ pass off (auditor/pipeline/workers.py), for --host-pass."""
 TOOLS = ("ripgrep", "archaudit", "semgrep", "ast-grep")
 
 # The files archaudit reads (auditor/sources.py); the tree holds only these, so every
@@ -77,10 +83,10 @@ def find_wheel(wheel_dir: Path, requirement: str) -> Path | None:
     return found[0] if found else None
 
 
-def ensure_wheels(wheel_dir: Path) -> list[Path]:
-    """The two wheels, downloaded with pip into wheel_dir unless already there."""
+def ensure_wheels(wheel_dir: Path, wanted: tuple[str, ...] = WHEELS) -> list[Path]:
+    """The wheels, downloaded with pip into wheel_dir unless already there."""
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    missing = [r for r in WHEELS if find_wheel(wheel_dir, r) is None]
+    missing = [r for r in wanted if find_wheel(wheel_dir, r) is None]
     if missing:
         log(f"downloading {' '.join(missing)} into {wheel_dir}")
         base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wheel_dir)]
@@ -88,9 +94,9 @@ def ensure_wheels(wheel_dir: Path) -> list[Path]:
             # sglang ships CPython-3.11 manylinux wheels: ask for those whatever runs this script.
             tags = ["--python-version", "3.11", "--implementation", "cp", "--platform", "manylinux_2_34_x86_64"]
             subprocess.run(base + tags + missing, check=True)
-    wheels = [find_wheel(wheel_dir, r) for r in WHEELS]
+    wheels = [find_wheel(wheel_dir, r) for r in wanted]
     if any(w is None for w in wheels):
-        raise SystemExit(f"bench: pip did not leave {WHEELS} in {wheel_dir}")
+        raise SystemExit(f"bench: pip did not leave {wanted} in {wheel_dir}")
     return wheels  # type: ignore[return-value]
 
 
@@ -120,6 +126,34 @@ def unpack(wheels: list[Path], dest: Path) -> Path:
     (tmp / ".complete").write_text(f"{count} files from {', '.join(w.name for w in wheels)}\n")
     tmp.rename(dest)
     log(f"unpacked {count} source files into {dest}")
+    return dest
+
+
+def unpack_whole(wheels: list[Path], dest: Path) -> Path:
+    """Every member of the wheels under dest, side by side as pip installs them (an environment's
+    site-packages, binaries included); reused when complete."""
+    marker = dest / ".complete"
+    if marker.exists():
+        return dest
+    tmp = dest.with_name(dest.name + ".partial")
+    for d in (dest, tmp):
+        if d.exists():
+            shutil.rmtree(d)
+    count = 0
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                p = PurePosixPath(info.filename)
+                if info.is_dir() or p.is_absolute() or ".." in p.parts:
+                    continue
+                target = tmp.joinpath(*p.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(info) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+                count += 1
+    (tmp / ".complete").write_text(f"{count} files from {', '.join(w.name for w in wheels)}\n")
+    tmp.rename(dest)
+    log(f"unpacked {count} files into {dest}")
     return dest
 
 
@@ -193,6 +227,8 @@ class Run:
     stderr: bytes = b""
     valid: bool = True
     """The output is what the tool writes when it works (set by Tool.check)."""
+    tree_rss_kib: int = 0
+    """Peak of the summed RSS of every process of the command's session, sampled (:class:`TreeRss`)."""
 
 
 LAUNCHER = """
@@ -211,6 +247,49 @@ sys.exit(os.waitstatus_to_exitcode(status) % 256)
 """Runs a command and writes its rusage. The kernel charges an exec'd child with the peak RSS of
 the process it was forked from; started from this small launcher, not from the benchmark
 (which holds the tools' outputs), a tool's peak is its own."""
+
+
+class TreeRss(threading.Thread):
+    """Samples the summed resident memory (PSS) of every process in one session (the launcher,
+    the command and its workers) every ``interval`` seconds; ``peak_kib`` is the largest sum
+    seen. ru_maxrss gives the largest single process; a pool of workers needs the sum."""
+
+    def __init__(self, session: int, interval: float = 0.05):
+        super().__init__(daemon=True)
+        self.session, self.interval = session, interval
+        self.peak_kib = 0
+        self.done = threading.Event()
+        self.page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.peak_kib = max(self.peak_kib, self.sample())
+            self.done.wait(self.interval)
+
+    def resident_kib(self, pid: str) -> int:
+        """A process's proportional share of resident memory (pages shared with its parent or
+        siblings, as forked workers share theirs, counted once over all), else its RSS."""
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * self.page_kib
+
+    def sample(self) -> int:
+        total = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[3]) != self.session:  # field 6: session id
+                    continue
+                total += self.resident_kib(pid)
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+        return total
 
 
 def run_once(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict | None = None) -> Run:
@@ -246,11 +325,15 @@ def run_once(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict 
 
         timer = threading.Timer(timeout, kill)
         timer.start()
+        sampler = TreeRss(proc.pid)
+        sampler.start()
         try:
             _, status, _ = os.wait4(proc.pid, 0)
         finally:
             timer.cancel()
+            sampler.done.set()
         wall = time.perf_counter() - t0
+        sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; keep Popen from waiting
         if expired.is_set():
             try:  # whatever the child left behind in its session
@@ -268,6 +351,7 @@ def run_once(cmd: list[str], timeout: float, cwd: Path | None = None, env: dict 
             timed_out=expired.is_set(),
             stdout=out.read(),
             stderr=err.read(),
+            tree_rss_kib=sampler.peak_kib,
         )
 
 
@@ -662,7 +746,7 @@ def fmt_s(x: float) -> str:
 
 def tool_row(t: Tool, rg_wall: float | None) -> list[str]:
     if t.unavailable:
-        return [t.name, t.finds, "n/a", "–", "–", "–", "–", "–", "–", t.unavailable]
+        return [t.name, t.finds, "n/a", "–", "–", "–", "–", "–", "–", "–", t.unavailable]
     good = [r for r in t.runs if t.good(r)]
     bad = [r for r in t.runs if not t.good(r)]
     notes = []
@@ -678,13 +762,14 @@ def tool_row(t: Tool, rg_wall: float | None) -> list[str]:
         notes.append(t.counts.note)
     if not good:
         status = "timeout" if any(r.timed_out for r in bad) else "error"
-        return [t.name, t.finds, status, "–", "–", "–", "–", "–", "–", "; ".join(notes)]
+        return [t.name, t.finds, status, "–", "–", "–", "–", "–", "–", "–", "; ".join(notes)]
     walls = [r.wall for r in good]
     wall = median(walls)
     ratio = f"{wall / rg_wall:.1f}×" if rg_wall else "–"
     spread = f"{fmt_s(min(walls))}–{fmt_s(max(walls))}" if len(walls) > 1 else "–"
     cpu = median([r.cpu for r in good])
     rss = max(r.maxrss_kib for r in good) / 1024
+    tree_rss = max(r.tree_rss_kib for r in good) / 1024
     c = t.counts or Counts()
     return [
         t.name,
@@ -694,6 +779,7 @@ def tool_row(t: Tool, rg_wall: float | None) -> list[str]:
         ratio,
         fmt_s(cpu),
         f"{rss:.0f}",
+        f"{tree_rss:.0f}",
         str(c.python),
         str(c.c),
         "; ".join(notes),
@@ -704,6 +790,217 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- cases
+
+TOOL_HEADER = [
+    "tool",
+    "finds",
+    "median wall s",
+    "min–max s",
+    "× ripgrep",
+    "CPU s",
+    "peak RSS MiB",
+    "tree RSS MiB",
+    "Python matches",
+    "C/CUDA matches",
+    "notes",
+]
+
+
+def warm_tool(base: list[str], jobs: int, warm_dir: Path) -> Tool:
+    warm = archaudit_tool(base, jobs, ["--cache-dir", str(warm_dir)], name="archaudit warm")
+    warm.finds = "same, second run with the result cache"
+    return warm
+
+
+def prime(t: Tool, tree: Path, warm_dir: Path, args: argparse.Namespace) -> None:
+    """Warm cache: one priming run fills it; the timed runs read it."""
+    shutil.rmtree(warm_dir, ignore_errors=True)
+    warm_dir.mkdir(parents=True)
+    log(f"{t.name}: priming run")
+    first = t.check(run_once(t.command(tree), args.timeout))
+    err = first.stderr.decode("utf-8", "replace")
+    if first.rc == 2 and "--cache-dir" in err and "unrecognized" in err:
+        t.unavailable = "n/a: this archaudit has no --cache-dir"
+    elif not t.good(first):
+        t.unavailable = "n/a: priming run " + ("timed out" if first.timed_out else f"failed (rc={first.rc})")
+    else:
+        # A directory input downloads nothing: whatever appeared is the result cache.
+        written = [p for p in warm_dir.rglob("*") if p.is_file()]
+        if not written:
+            t.note = "n/a in effect: no result cache was written, so warm = cold"
+        else:
+            t.note = f"primed in {fmt_s(first.wall)} s; cache {sum(p.stat().st_size for p in written) / 2**20:.1f} MiB"
+
+
+def interleaved(tools: list[Tool], tree: Path, args: argparse.Namespace) -> None:
+    """Run 1 of every tool, then run 2 …, so background load hits all alike."""
+    for i in range(args.runs):
+        for t in tools:
+            if t.unavailable or t.gave_up:
+                continue
+            r = t.check(run_once(t.command(tree), args.timeout, env=t.env))
+            t.runs.append(r)
+            status = "timeout" if r.timed_out else f"rc={r.rc}"
+            log(
+                f"run {i + 1}/{args.runs} {t.name}: {r.wall:.2f} s, {r.maxrss_kib / 1024:.0f} MiB "
+                f"(tree {r.tree_rss_kib / 1024:.0f} MiB), {status}"
+            )
+            if t.good(r) and t.counts is None:
+                t.counts = t.count(r)
+            r.stdout = b""  # keep memory flat; counts come from the first good run
+            if r.timed_out:  # don't spend another timeout on it
+                t.gave_up = True
+
+
+def _median_of(t: Tool) -> float | None:
+    good = [r.wall for r in t.runs if t.good(r)]
+    return median(good) if good else None
+
+
+def host_section(tools: list[Tool]) -> list[str]:
+    """Issue #18's check: the cold time with and without the host C++ pass, same run."""
+    with_pass = next((t for t in tools if t.name == "archaudit cold"), None)
+    without = next((t for t in tools if t.name == "archaudit cold, no host pass"), None)
+    if with_pass is None or without is None:
+        return []
+    a, b = _median_of(with_pass), _median_of(without)
+    if a is None or b is None:
+        return ["", "## Host C++ pass", "", "No good runs of both rows: no comparison."]
+    counts = (
+        f" Gates with the pass: {with_pass.counts.total}, without: {without.counts.total}."
+        if (with_pass.counts and without.counts)
+        else ""
+    )
+    return [
+        "",
+        "## Host C++ pass",
+        "",
+        f"Cold median with the host pass (`auditor/cuda/host.py`) {fmt_s(a)} s, without it "
+        f"(`ARCHAUDIT_BENCH_NO_HOST_PASS=1`) {fmt_s(b)} s: the pass adds {100 * (a / b - 1):.1f} % "
+        f"(bar: < 15 %).{counts}",
+    ]
+
+
+def incremental_case(args: argparse.Namespace, base: list[str], tree: Path, files: list[str], rg_wall) -> list[str]:
+    """One Python file of the tree edited, then a re-scan with the cache of the scan before;
+    ``--runs`` edits in a row (each re-scan sees one changed file). The tree is a hard-linked
+    copy whose edited file is replaced, never written through, and put back at the end; the last
+    re-scan's JSON is compared with a cold scan of the same edited tree."""
+    root = args.cache_dir / "incremental" / tree_key(tree)
+    work = linked(root / "tree", "\n".join(files), ((tree / rel, rel) for rel in files))
+    python = [f for f in files if f.endswith(".py")]
+    touched = python[len(python) // 2]
+    warm_dir = root / "cache"
+    tool = archaudit_tool(base, args.jobs, ["--cache-dir", str(warm_dir)], name="archaudit incremental")
+    tool.finds = "re-scan after one file changed, with the cache of the scan before"
+    prime(tool, work, warm_dir, args)
+    target, original = work / touched, (tree / touched).read_bytes()
+    identical = "not compared"
+    try:
+        last = None
+        for i in range(args.runs if not tool.unavailable else 0):
+            target.unlink()
+            target.write_bytes(original + f"\n# archaudit bench: edit {i + 1}\n".encode())
+            r = tool.check(run_once(tool.command(work), args.timeout))
+            log(f"incremental {i + 1}/{args.runs}: {r.wall:.2f} s, tree {r.tree_rss_kib / 1024:.0f} MiB, rc={r.rc}")
+            tool.runs.append(r)
+            if tool.good(r):
+                tool.counts = tool.count(r)
+                last = r
+        if last is not None:
+            cold = archaudit_tool(base, args.jobs, ["--no-cache"])
+            c = cold.check(run_once(cold.command(work), args.timeout))
+            identical = "byte-identical" if cold.good(c) and c.stdout == last.stdout else "DIFFERENT"
+            log(f"incremental: cold scan of the edited tree {c.wall:.2f} s; JSON {identical}")
+    finally:
+        target.unlink(missing_ok=True)
+        os.link(tree / touched, target)
+    return [
+        "",
+        "## Incremental: one file changed",
+        "",
+        f"`{touched}` edited (a comment line appended, a new one each run), then `archaudit scan` with "
+        f"the cache of the scan before. The last re-scan's JSON against a cold scan of the same edited tree: "
+        f"{identical}.",
+        "",
+        table(TOOL_HEADER, [tool_row(tool, rg_wall)]),
+    ]
+
+
+def environment_case(args: argparse.Namespace, base: list[str], install: bool) -> list[str]:
+    """The wheels of :data:`ENVIRONMENT` unpacked whole (binaries included) into one tree, as an
+    environment's site-packages: ripgrep, archaudit cold and warm on it."""
+    wheels = ensure_wheels(args.wheel_dir.expanduser(), ENVIRONMENT)
+    tree = unpack_whole(wheels, args.cache_dir / "trees" / "environment")
+    count = sum(len(names) for _, _, names in os.walk(tree))
+    size = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
+    warm_dir = args.cache_dir / "archaudit-cache" / "environment"
+    tools = [archaudit_tool(base, args.jobs, ["--no-cache"]), warm_tool(base, args.jobs, warm_dir)]
+    if "ripgrep" in args.tools:
+        tools.insert(0, ripgrep_tool(args.jobs, install))
+    prime(tools[-1], tree, warm_dir, args)
+    interleaved(tools, tree, args)
+    rg = next((t for t in tools if t.name == "ripgrep"), None)
+    rg_wall = _median_of(rg) if rg else None
+    return [
+        "",
+        "## Environment",
+        "",
+        f"{' + '.join(w.name for w in wheels)}, every member unpacked into one tree as pip installs them: "
+        f"{count} files, {size / 2**30:.2f} GiB (archaudit reads the source files and the shared objects).",
+        "",
+        table(TOOL_HEADER, [tool_row(t, rg_wall) for t in tools]),
+    ]
+
+
+def explain_case(args: argparse.Namespace, base: list[str]) -> list[str]:
+    """A wheel scanned with a fresh cache, then ``archaudit explain`` of its first finding's gate
+    from that cache, ``--runs`` times."""
+    (wheel,) = ensure_wheels(args.wheel_dir.expanduser(), (EXPLAINED,))
+    warm_dir = args.cache_dir / "archaudit-cache" / "explain"
+    shutil.rmtree(warm_dir, ignore_errors=True)
+    common = ["--jobs", str(args.jobs), "--cache-dir", str(warm_dir)]
+    scan = run_once([*base, "scan", str(wheel), "--format", "json", *common], args.timeout)
+    log(f"explain: scan {scan.wall:.2f} s, tree {scan.tree_rss_kib / 1024:.0f} MiB, rc={scan.rc}")
+    try:
+        first = json.loads(scan.stdout)["findings"][0]
+    except (ValueError, KeyError, IndexError):
+        return ["", "## Explain", "", f"The scan of {wheel.name} gave no finding to explain (rc={scan.rc})."]
+    where = f"{wheel}::{first['file']}:{first['line']}"
+    runs = [run_once([*base, "explain", where, *common], args.timeout) for _ in range(args.runs)]
+    good = [r for r in runs if r.rc in (0, 1) and r.stdout]
+    walls = [r.wall for r in good]
+
+    def row(label: str, rs: list[Run]) -> list[str]:
+        if not rs:
+            return [label, "error", "–", "–", "–", "–"]
+        w = [r.wall for r in rs]
+        spread = f"{fmt_s(min(w))}–{fmt_s(max(w))}" if len(w) > 1 else "–"
+        return [
+            label,
+            fmt_s(median(w)),
+            spread,
+            fmt_s(median([r.cpu for r in rs])),
+            f"{max(r.maxrss_kib for r in rs) / 1024:.0f}",
+            f"{max(r.tree_rss_kib for r in rs) / 1024:.0f}",
+        ]
+
+    log(f"explain: {len(good)}/{len(runs)} good runs, median {fmt_s(median(walls))} s")
+    return [
+        "",
+        "## Explain",
+        "",
+        f"`archaudit scan {wheel.name}` with a fresh cache, then `archaudit explain "
+        f"{wheel.name}::{first['file']}:{first['line']}` from it.",
+        "",
+        table(
+            ["command", "median wall s", "min–max s", "CPU s", "peak RSS MiB", "tree RSS MiB"],
+            [row("scan (cold, fills the cache)", [scan] if scan.rc in (0, 1) else []), row("explain, warm", good)],
+        ),
+    ]
 
 
 # --------------------------------------------------------------------------- main
@@ -750,6 +1047,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="run archaudit from a copy of auditor/, rules/ and reports/ taken at the start, so that edits to the "
         "working tree during a long run change neither the code measured nor the warm cache's key",
     )
+    p.add_argument(
+        "--host-pass", action="store_true", help="also time archaudit cold without the host C++ pass (issue #18)"
+    )
+    p.add_argument("--incremental", action="store_true", help="also time a re-scan after one file of the tree changed")
+    p.add_argument(
+        "--environment",
+        action="store_true",
+        help=f"also scan an environment: {', '.join(ENVIRONMENT)} unpacked whole into one tree",
+    )
+    p.add_argument("--explain", action="store_true", help=f"also time `archaudit explain` warm on {EXPLAINED}")
     p.add_argument(
         "--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)"
     )
@@ -812,9 +1119,11 @@ def main(argv=None) -> int:
     warm_dir = cache / "archaudit-cache" / tree_key(tree)
     if "archaudit" in args.tools:
         tools.append(archaudit_tool(base, args.jobs, ["--no-cache"]))
-        warm = archaudit_tool(base, args.jobs, ["--cache-dir", str(warm_dir)], name="archaudit warm")
-        warm.finds = "same, second run with the result cache"
-        tools.append(warm)
+        tools.append(warm_tool(base, args.jobs, warm_dir))
+        if args.host_pass:
+            tools.append(archaudit_tool(base, args.jobs, ["--no-cache"], name="archaudit cold, no host pass"))
+            tools[-1].env = {**os.environ, **NO_HOST_PASS}
+            tools[-1].finds = "same, without the host C++ pass (issue #18)"
     if "semgrep" in args.tools or "ast-grep" in args.tools:
         bin_dir = tools_venv(cache, install)
         if "semgrep" in args.tools:
@@ -822,43 +1131,10 @@ def main(argv=None) -> int:
         if "ast-grep" in args.tools:
             tools.append(astgrep_tool(bin_dir, args.jobs))
 
-    # Warm cache: one priming run fills it; the timed runs read it.
     for t in tools:
-        if t.name != "archaudit warm":
-            continue
-        shutil.rmtree(warm_dir, ignore_errors=True)
-        warm_dir.mkdir(parents=True)
-        log("archaudit warm: priming run")
-        prime = t.check(run_once(t.command(tree), args.timeout))
-        err = prime.stderr.decode("utf-8", "replace")
-        if prime.rc == 2 and "--cache-dir" in err and "unrecognized" in err:
-            t.unavailable = "n/a: this archaudit has no --cache-dir"
-        elif not t.good(prime):
-            t.unavailable = "n/a: priming run " + ("timed out" if prime.timed_out else f"failed (rc={prime.rc})")
-        else:
-            # A directory input downloads nothing: whatever appeared is the result cache.
-            written = [p for p in warm_dir.rglob("*") if p.is_file()]
-            if not written:
-                t.note = "n/a in effect: no result cache was written, so warm = cold"
-            else:
-                t.note = (
-                    f"primed in {fmt_s(prime.wall)} s; cache {sum(p.stat().st_size for p in written) / 2**20:.1f} MiB"
-                )
-
-    # Interleave: run 1 of every tool, then run 2 …, so background load hits all alike.
-    for i in range(args.runs):
-        for t in tools:
-            if t.unavailable or t.gave_up:
-                continue
-            r = t.check(run_once(t.command(tree), args.timeout, env=t.env))
-            t.runs.append(r)
-            status = "timeout" if r.timed_out else f"rc={r.rc}"
-            log(f"run {i + 1}/{args.runs} {t.name}: {r.wall:.2f} s, {r.maxrss_kib / 1024:.0f} MiB, {status}")
-            if t.good(r) and t.counts is None:
-                t.counts = t.count(r)
-            r.stdout = b""  # keep memory flat; counts come from the first good run
-            if r.timed_out:  # don't spend another timeout on it
-                t.gave_up = True
+        if t.name == "archaudit warm":
+            prime(t, tree, warm_dir, args)
+    interleaved(tools, tree, args)
 
     # Scaling: archaudit cold on ¼, ½ and all of the files, and on 1, 2 and 4 copies of the ¼.
     scaling: list[list[str]] = []
@@ -899,25 +1175,15 @@ def main(argv=None) -> int:
     ]
     lines += [f"- {t.name}: {t.version or '?'}" for t in tools if t.name != "archaudit warm"]
     lines += ["", "## Whole tree", ""]
-    header = [
-        "tool",
-        "finds",
-        "median wall s",
-        "min–max s",
-        "× ripgrep",
-        "CPU s",
-        "peak RSS MiB",
-        "Python matches",
-        "C/CUDA matches",
-        "notes",
-    ]
-    lines.append(table(header, [tool_row(t, rg_wall) for t in tools]))
+    lines.append(table(TOOL_HEADER, [tool_row(t, rg_wall) for t in tools]))
     lines += [
         "",
         "Matches are each tool's own unit: ripgrep counts candidate lines, archaudit gates (one per "
         "branch or Python condition, with what it admits), semgrep and ast-grep rule matches "
         "(bench/rules/). CPU s is user + system of the process and the children it waited for; "
-        "peak RSS is the largest single process among them (ru_maxrss, read by a launcher between the benchmark and the tool), not a sum.",
+        "peak RSS is the largest single process among them (ru_maxrss, read by a launcher between the benchmark and the tool); "
+        "tree RSS is the peak of their sum (proportional set size of every process of the command's session, "
+        "sampled every 50 ms: memory shared between them is counted once).",
     ]
     if scaling:
         lines += [
@@ -939,6 +1205,13 @@ def main(argv=None) -> int:
             "",
         ]
         lines.append(table(SCALE_HEADER, copied))
+    lines += host_section(tools)
+    if args.incremental and cold:
+        lines += incremental_case(args, base, tree, files, rg_wall)
+    if args.environment:
+        lines += environment_case(args, base, install)
+    if args.explain:
+        lines += explain_case(args, base)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.output:

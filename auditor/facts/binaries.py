@@ -31,11 +31,14 @@ import importlib
 import io
 import json
 import re
+import shutil
 import struct
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
 from elftools.elf.elffile import ELFFile
 
@@ -108,18 +111,83 @@ _TARGET = re.compile(r"^(?:sm|compute)_(\d+)([af]?)$")
 _PTX_TARGET = re.compile(rb"^\s*\.target\s+sm_(\d+)([af]?)", re.M)
 
 
-def read_embedded(data: bytes, path: str) -> BinaryListing:
-    """List the SASS and PTX in an ELF file's fatbinaries, each distinct entry once, sorted."""
-    if not data.startswith(b"\x7fELF"):
-        raise BinaryError("not an ELF file")
-    try:
-        entries = _classified(_raw_entries(data))
-    except BinaryError:
-        raise
-    except Exception as exc:  # pyelftools raises many kinds on damaged input
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BinaryError(f"malformed ELF: {reason}") from None
+Opener = Callable[[Any], AbstractContextManager[IO[bytes]]]
+"""Opens a scanned file's bytes as a stream (the sources' ``open_file``)."""
+
+
+def _in_memory(f: Any) -> AbstractContextManager[IO[bytes]]:
+    return io.BytesIO(f.data)
+
+
+CHUNK = 1 << 20
+"""Bytes read at a time where a file is read through: copied to a temporary file, or
+searched for the fatbin magic or a name."""
+
+
+def read_embedded(data: bytes | IO[bytes], path: str) -> BinaryListing:
+    """List the SASS and PTX in an ELF file's fatbinaries, each distinct entry once, sorted.
+
+    ``data`` is the file's bytes or a binary stream. A stream is read by section: the ELF
+    headers, the fatbin sections' container and entry headers, and one payload per distinct
+    entry, never the whole file (a kernels library ships shared objects of hundreds of MB). A
+    stream that seeks backwards by starting again (a zip member) is first copied to a
+    temporary file, a megabyte at a time."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return read_embedded(io.BytesIO(data), path)
+    with _seekable(data) as stream:
+        if stream.read(4) != b"\x7fELF":
+            raise BinaryError("not an ELF file")
+        try:
+            entries = _classified(_raw_entries(_Blob(stream)))
+        except BinaryError:
+            raise
+        except Exception as exc:  # pyelftools raises many kinds on damaged input
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BinaryError(f"malformed ELF: {reason}") from None
     return BinaryListing(path=path, entries=tuple(sorted(entries, key=_sort_key)))
+
+
+@contextmanager
+def _seekable(stream: IO[bytes]) -> Iterator[IO[bytes]]:
+    """The stream itself when it is a file or in memory, else a temporary copy of it."""
+    if isinstance(stream, io.BytesIO) or _has_fileno(stream):
+        stream.seek(0)
+        yield stream
+        return
+    with tempfile.TemporaryFile(prefix="archaudit-") as copy:
+        shutil.copyfileobj(stream, copy, CHUNK)
+        copy.seek(0)
+        yield copy
+
+
+def _has_fileno(stream: IO[bytes]) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return False
+    return True
+
+
+class _Blob:
+    """A seekable stream read at offsets."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.size = stream.seek(0, io.SEEK_END)
+
+    def read(self, offset: int, n: int) -> bytes:
+        self.stream.seek(offset)
+        return self.stream.read(n)
+
+    def chunks(self, offset: int, end: int) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of ``offset..end`` in pieces of :data:`CHUNK`."""
+        size = CHUNK
+        while offset < end:
+            piece = self.read(offset, min(size, end - offset))
+            if not piece:
+                return
+            yield offset, piece
+            offset += len(piece)
 
 
 def loadability(entries: Iterable[EmbeddedCode], capability: str) -> Loadability:
@@ -130,8 +198,11 @@ def loadability(entries: Iterable[EmbeddedCode], capability: str) -> Loadability
     return next((verdict for kind, verdict in _VERDICTS if kind in fitting), Loadability.NONE)
 
 
-def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[BinaryListing], list[FileError]]:
+def read_binaries(
+    files: Sequence[SourceFile], input_name: str, opener: Opener = _in_memory
+) -> tuple[list[BinaryListing], list[FileError]]:
     """The GPU code embedded in an input's shared objects, by path; unreadable ones as errors.
+    Each is read through ``opener``, as a stream (:func:`read_embedded`).
 
     A ``binary-listing`` file is a rule example's stand-in for one (``rulebook.Example``): a
     JSON list of the targets it embeds."""
@@ -145,8 +216,9 @@ def read_binaries(files: Sequence[SourceFile], input_name: str) -> tuple[list[Bi
             listings.append(BinaryListing(f.path, tuple(entries)))
             continue
         try:
-            listings.append(read_embedded(f.data, f.path))
-        except BinaryError as exc:
+            with opener(f) as stream:
+                listings.append(read_embedded(stream, f.path))
+        except Exception as exc:  # BinaryError, or the opener's own: the file went away since it was listed
             errors.append(FileError(f.path, f"not a readable shared object: {exc}", input_name))
     return listings, errors
 
@@ -193,99 +265,111 @@ class _Raw:
     number: int
     flags: int
     unpacked: int
-    payload: memoryview
+    payload: tuple[int, int]
+    """(offset in the file, length): read only for the first entry of each header."""
     note: str
 
 
-def _classified(raws: Iterable[_Raw]) -> set[EmbeddedCode]:
+def _classified(raws: Iterable[tuple[_Blob, _Raw]]) -> set[EmbeddedCode]:
     """Name each distinct header once: a binary repeats the same header in one container per
     translation unit, so the first payload of each stands for the rest."""
     named: dict[tuple, EmbeddedCode] = {}
-    for raw in raws:
+    for blob, raw in raws:
         key = (raw.kind, raw.number, raw.flags, raw.note)
         if key not in named:
-            named[key] = _classify(raw)
+            named[key] = _classify(raw, blob.read(*raw.payload))
     return set(named.values())
 
 
-def _raw_entries(data: bytes) -> Iterator[_Raw]:
+def _raw_entries(blob: _Blob) -> Iterator[tuple[_Blob, _Raw]]:
     """Every listed entry of every container, from the fatbin sections or, failing those, a scan."""
-    elf = ELFFile(io.BytesIO(data))
+    elf = ELFFile(blob.stream)
     sections = list(elf.iter_sections())
-    view = memoryview(data)
     fatbins = [s for s in sections if s.name in _SECTIONS]
     for section in fatbins:
         start, size = section["sh_offset"], section["sh_size"]
-        if section["sh_type"] == "SHT_NOBITS" or start + size > len(data):
+        if section["sh_type"] == "SHT_NOBITS" or start + size > blob.size:
             raise BinaryError(f"section {section.name} runs past the end of the file (truncated?)")
         note = _RELOCATABLE_NOTE if section.name == "__nv_relfatbin" else ""
-        yield from _walk_section(view[start : start + size], section.name, note)
+        yield from ((blob, r) for r in _walk_section(blob, start, start + size, section.name, note))
     if not fatbins and (not sections or any(s.name == ".nvFatBinSegment" for s in sections)):
-        yield from _scan(data)
+        yield from ((blob, r) for r in _scan(blob))
 
 
-def _walk_section(blob: memoryview, where: str, note: str) -> Iterator[_Raw]:
-    """Containers back to back; trailing zero padding is allowed, anything else is an error."""
-    offset = 0
-    while offset < len(blob):
-        end = _container_end(blob, offset)
+def _walk_section(blob: _Blob, start: int, stop: int, where: str, note: str) -> Iterator[_Raw]:
+    """Containers back to back; trailing zero padding is allowed, anything else is an error.
+    Offsets in messages are from the section's start."""
+    offset = start
+    while offset < stop:
+        end = _container_end(blob, offset, stop)
         if end is None:
-            if not bytes(blob[offset:]).strip(b"\0"):
+            if all(not piece.strip(b"\0") for _, piece in blob.chunks(offset, stop)):
                 return
-            raise BinaryError(f"{where}: no valid fatbinary container at offset {offset}")
-        yield from _container(blob, offset, end, where, note)
+            raise BinaryError(f"{where}: no valid fatbinary container at offset {offset - start}")
+        yield from _container(blob, offset, end, where, note, start)
         offset = end
 
 
-def _scan(data: bytes) -> Iterator[_Raw]:
+_MAGIC = struct.pack("<I", FATBIN_MAGIC)
+
+
+def _scan(blob: _Blob) -> Iterator[_Raw]:
     """Containers anywhere in the file, for binaries whose fatbin is not in its own section."""
-    magic, view = struct.pack("<I", FATBIN_MAGIC), memoryview(data)
-    offset = data.find(magic)
-    while offset >= 0:
-        end = _container_end(view, offset)
+    for offset in _occurrences(blob, _MAGIC):
+        end = _container_end(blob, offset, blob.size)
         if end is not None:
             try:
-                yield from list(_container(view, offset, end, "scan", _SCANNED_NOTE))
+                yield from list(_container(blob, offset, end, "scan", _SCANNED_NOTE))
             except BinaryError:
                 pass  # the magic by chance, not a container
-        offset = data.find(magic, offset + 1)
 
 
-def _container_end(blob: memoryview, offset: int) -> int | None:
-    """Where the container at ``offset`` ends, or None if no valid header is there."""
-    if offset + _CONTAINER.size > len(blob):
+def _occurrences(blob: _Blob, needle: bytes) -> Iterator[int]:
+    """Every offset of ``needle`` in the file, in order, read a chunk at a time."""
+    carry, base = b"", 0
+    for offset, piece in blob.chunks(0, blob.size):
+        window, base = carry + piece, offset - len(carry)
+        found = window.find(needle)
+        while found >= 0:
+            yield base + found
+            found = window.find(needle, found + 1)
+        carry = window[-(len(needle) - 1) :]
+
+
+def _container_end(blob: _Blob, offset: int, stop: int) -> int | None:
+    """Where the container at ``offset`` ends (at most ``stop``), or None if no valid header is there."""
+    if offset + _CONTAINER.size > stop:
         return None
-    magic, version, header, size = _CONTAINER.unpack_from(blob, offset)
+    magic, version, header, size = _CONTAINER.unpack(blob.read(offset, _CONTAINER.size))
     end = offset + header + size
-    if magic != FATBIN_MAGIC or version != 1 or header < _CONTAINER.size or end > len(blob):
+    if magic != FATBIN_MAGIC or version != 1 or header < _CONTAINER.size or end > stop:
         return None
     return end
 
 
-def _container(blob: memoryview, offset: int, end: int, where: str, note: str) -> Iterator[_Raw]:
-    """The listed entries of one container."""
-    pos = offset + _CONTAINER.unpack_from(blob, offset)[2]
+def _container(blob: _Blob, offset: int, end: int, where: str, note: str, origin: int = 0) -> Iterator[_Raw]:
+    """The listed entries of one container (offsets in messages counted from ``origin``)."""
+    pos = offset + _CONTAINER.unpack(blob.read(offset, _CONTAINER.size))[2]
     while pos < end:
         if pos + _ENTRY.size > end:
-            raise BinaryError(f"{where}: entry header at offset {pos} is cut short")
-        kind, _, head, padded, packed, *_, number, _, _, flags, _, unpacked = _ENTRY.unpack_from(blob, pos)
+            raise BinaryError(f"{where}: entry header at offset {pos - origin} is cut short")
+        kind, _, head, padded, packed, *_, number, _, _, flags, _, unpacked = _ENTRY.unpack(blob.read(pos, _ENTRY.size))
         next_pos = pos + head + padded
         if head < _ENTRY.size or next_pos > end or packed > padded:
-            raise BinaryError(f"{where}: entry at offset {pos} overruns its container")
+            raise BinaryError(f"{where}: entry at offset {pos - origin} overruns its container")
         if kind in _KINDS:
-            payload = blob[pos + head : pos + head + (packed or padded)]
-            yield _Raw(kind, number, flags, unpacked, payload, note)
+            yield _Raw(kind, number, flags, unpacked, (pos + head, packed or padded), note)
         pos = next_pos
 
 
-def _classify(raw: _Raw) -> EmbeddedCode:
+def _classify(raw: _Raw, payload: bytes) -> EmbeddedCode:
     """Name an entry from its header flags, cross-checked with its payload where readable."""
     name, prefix = _KINDS[raw.kind]
     number = raw.number
     suffix = next((s for bit, s in _SUFFIX_FLAGS if raw.flags & bit), "")
     compression = next((c for bit, c in _COMPRESSION_FLAGS if raw.flags & bit), "")
     notes = [raw.note] if raw.note else []
-    code, problem = _readable(bytes(raw.payload), compression, raw.unpacked)
+    code, problem = _readable(payload, compression, raw.unpacked)
     if problem:
         notes.append(f"payload not read ({problem}): suffix from the fatbin header flags only")
     else:
@@ -361,7 +445,9 @@ def binary_verdicts(records: Sequence[Binary]) -> dict[str, dict[str, Loadabilit
     return {r.path: dict(r.verdicts) for r in records if r.verdicts}
 
 
-def with_extensions(gates: Sequence[Gate], files: Sequence, records: Sequence[Binary]) -> list[Gate]:
+def with_extensions(
+    gates: Sequence[Gate], files: Sequence, records: Sequence[Binary], opener: Opener = _in_memory
+) -> list[Gate]:
     """The Python gates, each with the shipped extensions its guarded code reaches.
 
     Reaching means, in the guarded lines (for a rejection guard, the rest of its block): a
@@ -379,7 +465,7 @@ def with_extensions(gates: Sequence[Gate], files: Sequence, records: Sequence[Bi
     reach = _Reach(python, gpu)
     found = {i: reach.gate(gates[i]) for i in wanted}
     shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
-    registers = _registrants({ns for refs in found.values() for kind, ns in refs if kind == "ns"}, gpu, shipped)
+    registers = _registrants({ns for refs in found.values() for kind, ns in refs if kind == "ns"}, gpu, shipped, opener)
     out = list(gates)
     for i, refs in found.items():
         paths = sorted({p for kind, x in refs for p in (registers.get(x, ()) if kind == "ns" else (x,))})
@@ -388,24 +474,44 @@ def with_extensions(gates: Sequence[Gate], files: Sequence, records: Sequence[Bi
     return out
 
 
-def _registrants(namespaces: set[str], gpu: Sequence[Binary], shipped: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+def _registrants(
+    namespaces: set[str], gpu: Sequence[Binary], shipped: Mapping[str, Any], opener: Opener
+) -> dict[str, tuple[str, ...]]:
     """Per ``torch.ops`` namespace, the binaries that register it: those holding its name as a C
-    string (each binary read once); of several, those whose module name starts with the same
+    string (each binary read once, a chunk at a time); of several, those whose module name starts with the same
     word (``_C_cache_ops`` and ``_C_stable_libtorch``), when there are such."""
     holding: dict[str, list[str]] = {ns: [] for ns in namespaces}
     for r in gpu:
         f = shipped.get(r.path)
         if f is None or not namespaces:
             continue
-        data = f.data
-        for ns in namespaces:
-            if b"\0" + ns.encode() + b"\0" in data:
-                holding[ns].append(r.path)
+        try:
+            with opener(f) as stream:
+                held = _holds(stream, {ns: b"\0" + ns.encode() + b"\0" for ns in namespaces})
+        except Exception:  # the file went away since it was listed: it holds nothing
+            held = set()
+        for ns in sorted(held):
+            holding[ns].append(r.path)
     out = {}
     for ns, paths in holding.items():
         near = [p for p in paths if _first_word(module_of(p).rpartition(".")[2]) == _first_word(ns)]
         out[ns] = tuple(near or paths)
     return out
+
+
+def _holds(stream: IO[bytes], needles: Mapping[str, bytes]) -> set[str]:
+    """The keys of ``needles`` whose bytes occur in the stream, read a chunk at a time."""
+    found: set[str] = set()
+    overlap = max(map(len, needles.values()), default=1) - 1
+    carry = b""
+    while len(found) < len(needles):
+        piece = stream.read(CHUNK)
+        if not piece:
+            break
+        window = carry + piece
+        found.update(k for k, n in needles.items() if k not in found and n in window)
+        carry = window[-overlap:] if overlap else b""
+    return found
 
 
 def _first_word(name: str) -> str:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
@@ -82,6 +83,14 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def stream_digest(chunks: Iterable[bytes]) -> str:
+    """:func:`content_digest` of the bytes ``chunks`` make up, without holding them."""
+    h = hashlib.blake2b(digest_size=16)
+    for chunk in chunks:
+        h.update(chunk)
+    return h.hexdigest()
+
+
 def input_digest(files: Iterable[tuple[str, str, str, str]]) -> str:
     """Digest of a whole input from its files' (path, language, read error, content digest)."""
     h = hashlib.blake2b(tool_digest().encode(), digest_size=16)
@@ -107,32 +116,73 @@ class Codec(Generic[T]):
     decode: Callable[[Any], T]
 
 
-class Cache:
-    """A key/value store of JSON documents; every failure degrades to a miss."""
+DEFAULT_MAX_BYTES = 1 << 30
+"""The cache's default size cap (``--cache-max``, ``[tool.archaudit] cache-max``): a few
+scans of whole environments."""
+_LAYOUT = 2
+"""``PRAGMA user_version`` of the database; a file of another layout is emptied, not read."""
 
-    def __init__(self, directory: Path | None):
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    """What ``archaudit cache info`` tells."""
+
+    path: Path
+    """The database file."""
+    disk_bytes: int
+    """The file's size on disk (with SQLite's own pages)."""
+    entries: int
+    entry_bytes: int
+    """The entries' keys and stored texts, what the cap bounds."""
+    max_bytes: int
+
+
+class Cache:
+    """A key/value store of JSON documents; every failure degrades to a miss.
+
+    Bounded: every entry records its size and when it was last read or written, and a write
+    that takes the entries past ``max_bytes`` evicts the least recently used ones first. An
+    entry larger than the cap is not kept at all.
+    """
+
+    def __init__(self, directory: Path | None, max_bytes: int = DEFAULT_MAX_BYTES):
         self.db: sqlite3.Connection | None = None
+        self.max_bytes = max_bytes
+        self.path = directory / "results.sqlite3" if directory is not None else None
         if directory is None:
             return
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(directory / "results.sqlite3"), timeout=5)
-            self.db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self.db = sqlite3.connect(str(self.path), timeout=5)
+            self._layout(self.db)
         except (OSError, sqlite3.Error):
             self.db = None
 
+    @staticmethod
+    def _layout(db: sqlite3.Connection) -> None:
+        """Create the table, or empty a database of an older layout (a cache: nothing is lost)."""
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version == _LAYOUT:
+            return
+        with db:
+            db.execute("DROP TABLE IF EXISTS entries")
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # evicted pages go back to the file system
+        db.execute("VACUUM")
+        with db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, size INTEGER NOT NULL,"
+                " used INTEGER NOT NULL)"
+            )
+            db.execute("CREATE INDEX IF NOT EXISTS entries_used ON entries (used)")
+            db.execute(f"PRAGMA user_version = {_LAYOUT}")
+
     def get(self, key: str) -> Any:
         """The decoded entry, or None on a miss or anything unreadable."""
-        if self.db is None:
-            return None
-        try:
-            row = self.db.execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error:
-            return None
-        return _open(key, row[0]) if row else None
+        return self.get_many([key]).get(key)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The decoded entries found among ``keys`` (missing and unreadable ones left out)."""
+        """The decoded entries found among ``keys`` (missing and unreadable ones left out);
+        those found count as used now."""
         out: dict[str, Any] = {}
         if self.db is None:
             return out
@@ -149,19 +199,69 @@ class Cache:
                         out[key] = entry
         except sqlite3.Error:
             return {}
+        self._touch(list(out))
         return out
 
-    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
-        """Store entries; a read-only or broken cache is silently skipped."""
-        if self.db is None or not items:
+    def _touch(self, keys: list[str]) -> None:
+        if self.db is None or not keys:
             return
+        now = time.time_ns()
         try:
             with self.db:
+                self.db.executemany("UPDATE entries SET used = ? WHERE key = ?", [(now, k) for k in keys])
+        except sqlite3.Error:
+            pass  # a read-only cache still answers
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Store entries, then evict the least recently used past the cap; a read-only or
+        broken cache is silently skipped."""
+        if self.db is None or not items:
+            return
+        now = time.time_ns()
+        try:
+            rows = [(k, text, len(k) + len(text), now) for k, v in items for text in (_seal(k, v),)]
+            with self.db:
                 self.db.executemany(
-                    "INSERT OR REPLACE INTO entries VALUES (?, ?)", [(k, _seal(k, v)) for k, v in items]
+                    "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", [r for r in rows if r[2] <= self.max_bytes]
                 )
+                self._evict(self.db)
         except (sqlite3.Error, ValueError, TypeError):
             pass
+
+    def _evict(self, db: sqlite3.Connection) -> None:
+        """Delete the least recently used entries until the rest fit under the cap."""
+        (total,) = db.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()
+        excess = total - self.max_bytes
+        if excess <= 0:
+            return
+        doomed = []
+        for key, size in db.execute("SELECT key, size FROM entries ORDER BY used, rowid"):
+            doomed.append((key,))
+            excess -= size
+            if excess <= 0:
+                break
+        db.executemany("DELETE FROM entries WHERE key = ?", doomed)
+
+    def info(self) -> CacheInfo | None:
+        """Where the cache is, how large, how many entries, and its cap; None when there is none."""
+        if self.db is None or self.path is None:
+            return None
+        try:
+            entries, size = self.db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+            disk = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        except (sqlite3.Error, OSError):
+            return None
+        return CacheInfo(self.path, disk, entries, size, self.max_bytes)
+
+    def clean(self) -> int:
+        """Delete every entry and give the space back; the number deleted."""
+        if self.db is None:
+            return 0
+        with self.db:
+            (count,) = self.db.execute("SELECT COUNT(*) FROM entries").fetchone()
+            self.db.execute("DELETE FROM entries")
+        self.db.execute("VACUUM")
+        return count
 
     def recall(self, key: str, codec: Codec[T]) -> T | None:
         """The result kept under ``key``, or None. For a stage that runs in the background:
@@ -203,9 +303,14 @@ class Cache:
         return out
 
     def close(self) -> None:
-        """Release the database."""
+        """Give evicted pages back to the file system and release the database."""
         if self.db is not None:
+            try:
+                self.db.execute("PRAGMA incremental_vacuum").fetchall()
+            except sqlite3.Error:
+                pass
             self.db.close()
+            self.db = None
 
 
 def _check(key: str, text: str) -> str:

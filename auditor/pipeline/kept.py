@@ -1,4 +1,6 @@
-"""Reports kept for a result, so that a re-scan of unchanged inputs writes them again as they were.
+"""Reports kept for a result, so that a re-scan of unchanged inputs writes them again as they
+were; and each file's first read, kept by the file's metadata, so that such a re-scan reads
+no file (:func:`first_reads`).
 
 A scan's result is named by its key (:attr:`AuditResult.key`: the inputs' contents, the tool,
 the options) before it is built. Each rendered format is kept in the result cache with the
@@ -9,12 +11,16 @@ in it, or anything of the wrong shape, is a miss.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import os
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from auditor.model import SEVERITIES, AuditResult
-from auditor.pipeline.cache import Cache, json_digest
+from auditor.pipeline.cache import Cache, json_digest, tool_digest
+from auditor.pipeline.workers import FileRead, Read
+from auditor.sources import LazyFile
 
 F = TypeVar("F", bound=str)
 """A report format (any string names one here)."""
@@ -93,3 +99,75 @@ def keep(
             for f, (slot, want) in _slots(key, inputs, link_base, texts).items()
         ]
     )
+
+
+# --- first reads kept by where a file is and its metadata ------------------------------
+
+SETTLED_NS = 2 * 10**9
+"""A file changed less than this long ago is read, not recalled: a change within the clock's
+granularity could leave its metadata as it was (git's "racily clean" entries)."""
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def identities(files: Sequence) -> list[str | None]:
+    """Per file, what names its bytes without reading them: the path and metadata of the file
+    on disk (of the archive, with the member's place and size, for a member); None for a file
+    in memory, or one changed too recently (:data:`SETTLED_NS`) or not there."""
+    now = time.time_ns()
+    seen: dict[str, list[int] | None] = {}
+
+    def stat(path: str) -> list[int] | None:
+        if path not in seen:
+            try:
+                st = os.stat(path)
+                settled = max(st.st_mtime_ns, st.st_ctime_ns) < now - SETTLED_NS
+                seen[path] = _stat_key(st) if settled else None
+            except OSError:
+                seen[path] = None
+        return seen[path]
+
+    out: list[str | None] = []
+    for f in files:
+        o = f.origin if isinstance(f, LazyFile) else None
+        meta = stat(os.path.abspath(o.archive or o.name)) if o is not None else None
+        out.append(
+            None
+            if o is None or meta is None
+            else "stat:"
+            + json_digest([tool_digest(), os.path.abspath(o.archive or o.name), meta, o.name, o.index, o.size])
+        )
+    return out
+
+
+def first_reads(store: Cache | None, files: Sequence, read: Callable[[list], list[Read]]) -> list[Read]:
+    """Each file's first read (digest and suppression marker), recalled for a file whose
+    identity (:func:`identities`) is unchanged since it was last read, else ``read`` (the
+    workers) for the others, which are then kept. This makes a re-scan of an unchanged tree
+    or wheel cost its listing, not a read of every byte."""
+    if store is None:
+        return read(list(files))
+    keys = identities(files)
+    found = store.get_many([k for k in keys if k])
+    out: list[Read | None] = [None] * len(files)
+    todo: list[int] = []
+    for i, key in enumerate(keys):
+        hit = found.get(key) if key else None
+        if isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], str) and isinstance(hit[1], bool):
+            out[i] = (FileRead(None, hit[0], hit[1]), None)
+        else:
+            todo.append(i)
+    if todo:
+        fresh = read([files[i] for i in todo])
+        for i, r in zip(todo, fresh):
+            out[i] = r
+        store.put_many(
+            [
+                (key, [info.digest, info.marker])
+                for i, (info, _) in zip(todo, fresh)
+                if (key := keys[i]) and info.error is None
+            ]
+        )
+    return [r for r in out if r is not None]

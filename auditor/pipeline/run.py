@@ -38,8 +38,17 @@ from auditor.model import (
     Target,
     excerpt_windows,
 )
-from auditor.pipeline import reach
-from auditor.pipeline.cache import EXTRACTED, FINAL, Cache, InputResult, input_digest, json_digest, tool_digest
+from auditor.pipeline import kept, reach
+from auditor.pipeline.cache import (
+    DEFAULT_MAX_BYTES,
+    EXTRACTED,
+    FINAL,
+    Cache,
+    InputResult,
+    input_digest,
+    json_digest,
+    tool_digest,
+)
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
 from auditor.rules.roots import vendored
@@ -49,6 +58,7 @@ from auditor.sources import (
     Provider,
     ReadError,
     close_archives,
+    open_file,
     provider_for,
     providers,
     read_all,
@@ -68,6 +78,8 @@ class Options:
     """Where ``name==version`` downloads are kept."""
     cache_dir: Path | None = None
     """Where results are cached; None disables the cache."""
+    cache_max: int = DEFAULT_MAX_BYTES
+    """The result cache's cap in bytes (least recently used entries are evicted past it)."""
     progress: Callable[[str, int, int], None] | None = None
     """Called as (stage, done, total) while scanning; never for the result."""
     rules: tuple[rulebook.Rule, ...] | None = None
@@ -160,7 +172,7 @@ def audit_input_binaries(files: Sequence, input_name: str, options: Options, sto
     files they need. With a cache, an unchanged input costs that read and one lookup.
     """
     files = list(files)
-    return _evaluate(files, input_name, options, store, _survey(files, input_name, options) if store else None)
+    return _evaluate(files, input_name, options, store, _survey(files, input_name, options, store) if store else None)
 
 
 def audit_input(
@@ -183,9 +195,12 @@ class _Survey:
     the other options."""
 
 
-def _survey(files: list, input_name: str, options: Options) -> _Survey:
-    with Workers(options.jobs, len(files), options.progress) as workers:
-        reads = workers.read(files, digest=True, scan=False)
+def _survey(files: list, input_name: str, options: Options, store: Cache | None = None) -> _Survey:
+    def read(todo: list) -> list[Read]:
+        with Workers(options.jobs, len(todo), options.progress) as workers:
+            return workers.read(todo, digest=True, scan=False)
+
+    reads = kept.first_reads(store, files, read)
     digest = input_digest((f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads))
     kits = ",".join(arch.releases_of(options.toolkits))
     return _Survey(
@@ -215,12 +230,12 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         reads = first if first is not None else workers.read(files, digest=False, scan=True)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
-        listings, bin_errors = read_binaries(readable, input_name)
+        listings, bin_errors = read_binaries(readable, input_name, open_file)
         binaries = binary_records(listings, input_name, options.targets)
         packages = binary_verdicts(binaries)
 
         def judged(found: tuple[list[Gate], list[FileError]], sources: list) -> tuple[list[Gate], list[Finding]]:
-            gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries)
+            gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries, open_file)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_found = store.memo(
@@ -353,7 +368,7 @@ class Scan:
     def __init__(self, specs: Sequence[str], options: Options = Options()):
         self.options = options
         self.failed: list[tuple[str, InputError]] = []
-        self.store: Cache | None = Cache(options.cache_dir) if options.cache_dir else None
+        self.store: Cache | None = Cache(options.cache_dir, options.cache_max) if options.cache_dir else None
         self.key = ""
         try:
             provs: list[Provider] = providers(specs, options.filters, options.download_dir) if not specs else []
@@ -409,7 +424,7 @@ class Scan:
         if listed is None:
             return None
         files, read_errors = listed
-        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options))
+        return _Listed(p, files, read_errors, _survey(files, p.spec, self.options, self.store))
 
     def result(self) -> AuditResult:
         """Every input evaluated, or read from the cache, into one result."""

@@ -24,14 +24,19 @@ from auditor.cuda import host, structure
 from auditor.cuda.gates import FileScan
 from auditor.cuda.structure import Structure
 from auditor.model import FileError, Gate
-from auditor.pipeline.cache import Codec, content_digest
+from auditor.pipeline.cache import Codec, content_digest, stream_digest
 from auditor.python import extract as python_gates
-from auditor.sources import LazyFile, Origin, ReadError, read_origin
+from auditor.sources import LazyFile, Origin, ReadError, open_origin, read_origin
 
 PARALLEL_MIN_FILES = 400
 """Below this many files a process pool costs more than it saves."""
 CHUNK_BYTES = 8 * 2**20
 """In-memory files (sdists, git revisions) go to a worker in batches of about this many bytes."""
+HOST_PASS = os.environ.get("ARCHAUDIT_BENCH_NO_HOST_PASS") != "1"
+"""Whether C/CUDA files get the host C++ pass (:mod:`auditor.cuda.host`). Off only for the
+benchmark, which times a scan without it (``bench/run.py --host-pass``): never with a cache."""
+STREAM_CHUNK = 1 << 20
+"""Shared objects are read this many bytes at a time."""
 MARKER = b"archaudit:"
 """Files that mention it may hold suppression comments (the rule engine reads only those)."""
 
@@ -68,16 +73,34 @@ def _work(tasks: Sequence[tuple]) -> list[Read]:
     """
     out: list[Read] = []
     for payload, path, input_name, language, digest, scan in tasks:
+        if language == "binary" and isinstance(payload, Origin):
+            out.append((_streamed(payload, digest), None))
+            continue
         try:
             data = read_origin(payload) if isinstance(payload, Origin) else payload
         except ReadError as exc:
             out.append((FileRead(error=str(exc)), None))
             continue
         result = cuda_gates.scan_bytes(path, data, input_name) if scan and language == "cuda" else None
-        if scan and language == "cuda" and not isinstance(result, FileError) and host.wanted(data):
+        if scan and language == "cuda" and not isinstance(result, FileError) and HOST_PASS and host.wanted(data):
             result = _with_host(result, path, host.scan_bytes(data))
         out.append((FileRead(None, content_digest(data) if digest else "", MARKER in data), result))
     return out
+
+
+def _streamed(origin: Origin, digest: bool) -> FileRead:
+    """A shared object's first read, a chunk at a time (they run to hundreds of MB): read
+    through, so that a corrupt member is found here as any other file's is, and digested when
+    asked; suppression comments are not looked for in binaries."""
+    try:
+        with open_origin(origin) as fh:
+            value = stream_digest(iter(lambda: fh.read(STREAM_CHUNK), b""))
+        return FileRead(None, value if digest else "", False)
+    except ReadError as exc:
+        return FileRead(error=str(exc))
+    except Exception as exc:  # zipfile raises many kinds on a corrupt member (as read_origin says it)
+        lines = str(exc).strip().splitlines()
+        return FileRead(error=f"corrupt archive member ({lines[0] if lines else type(exc).__name__})")
 
 
 def _with_host(scanned: FileScan | None, path: str, found: host.HostScan) -> FileScan | None:

@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import io
 import os
 import posixpath
 import re
 import stat
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Union
+from typing import IO, Union
 
 import pathspec
 
@@ -188,6 +190,19 @@ a forked worker must not share the parent's open file (and its file position).""
 
 
 def _read_member(o: Origin) -> bytes:
+    zf, info = _member(o)
+    try:
+        with zf.open(info) as fh:  # inflates at most what the header declares
+            data = fh.read(info.file_size + 1)
+    except Exception as exc:  # zipfile raises many kinds on corrupt members
+        raise ReadError(f"corrupt archive member ({one_line(exc)})") from None
+    if len(data) > info.file_size:
+        raise ReadError("member expands past its declared size (zip bomb?)")
+    return data
+
+
+def _member(o: Origin) -> tuple[zipfile.ZipFile, zipfile.ZipInfo]:
+    """The open archive and the member an origin names; raises ReadError."""
     zf = _ZIPS.get((os.getpid(), o.archive))
     if zf is None:
         try:
@@ -197,20 +212,48 @@ def _read_member(o: Origin) -> bytes:
         if len(_ZIPS) >= 4:
             close_archives()
         _ZIPS[(os.getpid(), o.archive)] = zf
+    infos = zf.infolist()
+    info = infos[o.index] if 0 <= o.index < len(infos) else None
+    if info is None or info.filename != o.name or info.file_size != o.size:
+        raise ReadError("archive changed during the scan")
+    return zf, info
+
+
+@contextmanager
+def open_file(f) -> Iterator[IO[bytes]]:
+    """A scanned file's bytes as a stream, for files too large to hold at once (shared objects):
+    a file on disk opened, a zip member inflated as it is read, in-memory bytes wrapped. The
+    checks of :func:`read_origin` apply; raises ReadError."""
+    if not isinstance(f, LazyFile):
+        yield io.BytesIO(f.data)
+        return
+    with open_origin(f.origin) as fh:
+        yield fh
+
+
+@contextmanager
+def open_origin(o: Origin) -> Iterator[IO[bytes]]:
+    """One file's bytes as a stream (:func:`open_file`); raises ReadError."""
+    if o.archive:
+        zf, info = _member(o)
+        try:
+            fh = zf.open(info)  # yields at most the declared size
+        except Exception as exc:  # zipfile raises many kinds on corrupt members
+            raise ReadError(f"corrupt archive member ({one_line(exc)})") from None
+        with fh:
+            yield fh
+        return
     try:
-        infos = zf.infolist()
-        info = infos[o.index] if 0 <= o.index < len(infos) else None
-        if info is None or info.filename != o.name or info.file_size != o.size:
-            raise ReadError("archive changed during the scan")
-        with zf.open(info) as fh:  # inflates at most what the header declares
-            data = fh.read(info.file_size + 1)
-    except ReadError:
-        raise
-    except Exception as exc:  # zipfile raises many kinds on corrupt members
-        raise ReadError(f"corrupt archive member ({one_line(exc)})") from None
-    if len(data) > info.file_size:
-        raise ReadError("member expands past its declared size (zip bomb?)")
-    return data
+        fd = os.open(o.name, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ReadError(os_reason(exc)) from None
+    with open(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ReadError("not a regular file")
+        if st.st_size > max_bytes(o.name):
+            raise ReadError(f"file too large (more than {max_bytes(o.name)} bytes)")
+        yield fh
 
 
 def close_archives() -> None:

@@ -1,0 +1,154 @@
+"""The result cache is bounded: a size cap, least-recently-used eviction, ``archaudit cache
+info|clean``, ``--cache-max`` and ``[tool.archaudit] cache-max`` (issue #20).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from auditor import cli, config
+from auditor.pipeline.cache import Cache
+
+CU = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n__device__ void k{i}() {{}}\n#endif\n"
+PY = "import torch\n\n\ndef f{i}():\n    if torch.cuda.get_device_capability()[0] >= 9:\n        return 1\n    return 0\n"
+
+
+def tree(root: Path, n: int = 5) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    for i in range(n):
+        (root / "pkg" / f"k{i}.cu").write_text(CU.format(i=i))
+        (root / "pkg" / f"m{i}.py").write_text(PY.format(i=i))
+    return root
+
+
+def value(i: int) -> dict:
+    return {"n": i, "pad": "x" * 200}
+
+
+def stored(directory: Path) -> tuple[int, int]:
+    """(entries, bytes of entries) as the database holds them."""
+    with sqlite3.connect(directory / "results.sqlite3") as db:
+        return db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+
+
+def test_entries_past_the_cap_evict_the_least_recently_used(tmp_path):
+    store = Cache(tmp_path, max_bytes=2000)
+    for i in range(4):
+        store.put_many([(f"k{i}", value(i))])
+    assert store.get("k0") == value(0)  # k0 is now the most recently used
+    for i in range(4, 8):
+        store.put_many([(f"k{i}", value(i))])
+    kept = {k for k in (f"k{i}" for i in range(8)) if store.get(k) is not None}
+    info = store.info()
+    assert info is not None and info.entry_bytes <= 2000 and info.entries == len(kept)
+    assert "k7" in kept and "k1" not in kept, "the oldest unread entry goes first"
+    assert "k0" in kept, "reading an entry keeps it"
+    store.close()
+
+
+def test_an_entry_larger_than_the_cap_is_not_kept_and_evicts_nothing(tmp_path):
+    store = Cache(tmp_path, max_bytes=1000)
+    store.put_many([("small", value(1))])
+    store.put_many([("huge", {"pad": "y" * 5000})])
+    assert store.get("huge") is None
+    assert store.get("small") == value(1)
+    store.close()
+
+
+def test_a_database_of_the_earlier_layout_is_emptied_not_read(tmp_path):
+    with sqlite3.connect(tmp_path / "results.sqlite3") as db:
+        db.execute("CREATE TABLE entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO entries VALUES ('old', 'whatever')")
+    store = Cache(tmp_path)
+    assert store.get("old") is None
+    store.put_many([("new", value(2))])
+    assert store.get("new") == value(2)
+    assert store.info().entries == 1
+    store.close()
+
+
+def test_clean_empties_the_cache_and_gives_the_space_back(tmp_path):
+    store = Cache(tmp_path)
+    store.put_many([(f"k{i}", {"pad": "z" * 10_000}) for i in range(50)])
+    before = store.info()
+    assert store.clean() == 50
+    after = store.info()
+    assert after.entries == 0 and after.entry_bytes == 0
+    assert after.disk_bytes < before.disk_bytes / 4
+    store.close()
+
+
+def scan(capsys, *args: str) -> tuple[int, str]:
+    rc = cli.main(["scan", *args, "--format", "json", "--jobs", "1", "-q"])
+    return rc, capsys.readouterr().out
+
+
+def test_scans_under_a_tiny_cap_stay_under_it_and_give_the_same_result(tmp_path, capsys):
+    root = tree(tmp_path / "t")
+    cache = tmp_path / "cache"
+    _, cold = scan(capsys, str(root), "--no-cache")
+    for _ in range(2):
+        rc, out = scan(capsys, str(root), "--cache-dir", str(cache), "--cache-max", "6K")
+        assert rc == 0 and json.loads(out) == json.loads(cold)
+        entries, size = stored(cache)
+        assert 0 < size <= 6 * 1024
+    _, roomy = scan(capsys, str(root), "--cache-dir", str(cache))
+    assert stored(cache)[1] > 6 * 1024, "the default cap keeps what the tiny one evicted"
+    assert json.loads(roomy) == json.loads(cold)
+
+
+def test_cache_info_and_clean_on_the_command_line(tmp_path, capsys):
+    root = tree(tmp_path / "t")
+    cache = tmp_path / "cache"
+    scan(capsys, str(root), "--cache-dir", str(cache))
+    entries, size = stored(cache)
+    assert cli.main(["cache", "info", "--cache-dir", str(cache), "--cache-max", "2G"]) == 0
+    out = capsys.readouterr().out
+    assert f"cache: {cache / 'results.sqlite3'}" in out
+    assert f"in {entries} entries" in out and "cap: 2.0 GiB" in out
+    assert cli.main(["cache", "clean", "--cache-dir", str(cache)]) == 0
+    assert f"removed {entries} entries" in capsys.readouterr().out
+    assert stored(cache) == (0, 0)
+
+
+def test_cache_max_from_pyproject_and_flags_that_override_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.archaudit]\ncache-max = "1M"\n')
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "cache"
+    assert cli.main(["cache", "info", "--cache-dir", str(cache)]) == 0
+    assert "cap: 1.0 MiB" in capsys.readouterr().out
+    assert cli.main(["cache", "info", "--cache-dir", str(cache), "--cache-max", "300M"]) == 0
+    assert "cap: 300.0 MiB" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", ['"lots"', "true", '"-1G"', "[1]"])
+def test_a_bad_cache_max_in_pyproject_is_an_error_naming_the_file(tmp_path, capsys, monkeypatch, bad):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.archaudit]\ncache-max = {bad}\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["cache", "info", "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml" in err and "cache-max" in err
+
+
+def test_a_bad_cache_max_flag_is_a_usage_error(tmp_path, capsys):
+    assert cli.main(["cache", "info", "--cache-dir", str(tmp_path), "--cache-max", "huge"]) == 2
+    assert "not a size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("1073741824", 2**30),
+        ("512M", 512 * 2**20),
+        ("1.5G", 3 * 2**29),
+        ("2GiB", 2**31),
+        ("800MB", 800 * 2**20),
+        (0, 0),
+    ],
+)
+def test_sizes(text, size):
+    assert config.parse_size(text) == size
