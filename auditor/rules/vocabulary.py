@@ -430,11 +430,36 @@ _ARGUMENT = re.compile(r"[\w.]+\(\s*\(?\s*(\d+)")
 def _negated_majors(expression: str) -> frozenset[int]:
     """The majors named by the negated tests of a condition (120 and 12 both name 12): the first
     number of each call inside a negated operand (``not f(120)``, ``not (a and f((12, 0)))``), and
-    ``!= 120``."""
+    ``!= 120``, and the first number of each entry of a ``not in`` collection (``not in ((12,
+    0), (12, 1))``, ``not in [120, 121]``)."""
     numbers = [int(n) for n in _INEQUALITY.findall(expression)]
     for m in _NEGATION.finditer(expression):
         numbers += map(int, _ARGUMENT.findall(_operand(expression, m.end())))
+    for m in _NOT_IN.finditer(expression):
+        numbers += _entries(_operand(expression, m.end()))
     return frozenset(n // 10 if n >= 20 else n for n in numbers)
+
+
+_NOT_IN = re.compile(r"\bnot\s+in\s*(?=[(\[{])")
+
+
+def _entries(collection: str) -> list[int]:
+    """The first number of each top-level entry of a written collection: ``12`` of ``(12, 0)``
+    in ``((12, 0), (12, 1))``, ``120`` in ``[120, 121]``."""
+    out, depth, start = [], 0, 1
+    for i, ch in enumerate(collection):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if (ch == "," and depth == 1) or (depth == 0 and i > 0):
+            m = re.search(r"\d+", collection[start:i])
+            if m:
+                out.append(int(m.group()))
+            start = i + 1
+            if depth == 0:
+                break
+    return out
 
 
 def _operand(text: str, start: int) -> str:

@@ -430,6 +430,11 @@ def test_a_carve_out_that_names_the_target_is_written_about_it():
     assert holds("names_the_target", gate(below_12, expression="use_topk", resolutions=(flag,)))
     assert not holds("names_the_target", gate(below_12, expression="use_topk"))
     assert not holds("names_the_target", gate(below_12, expression="major >= 9 and major < 12"))
+    # `heads < 64 and capability not in ((12, 0), (12, 1))`: 12.x kept from a path on purpose
+    tuple_out = "heads < 64 and capability not in ((12, 0), (12, 1))"
+    assert holds("names_the_target", gate(below_12, expression=tuple_out))
+    assert holds("names_the_target", gate(below_12, expression="sm not in [120, 121]"))
+    assert not holds("names_the_target", gate(below_12, expression="major not in (9, 10)"))
 
 
 def test_a_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
