@@ -109,6 +109,8 @@ class Reach(Word):
     """A vendored header no translation unit or JIT source of the input includes."""
     UNIMPORTED = "unimported"
     """A module of a vendored Python tree that nothing outside the tree imports."""
+    TEST = "test"
+    """A test of the package (under ``tests/``, ``test_*.py``): it skips, the package does not."""
 
 
 class Severity(Word):

@@ -17,8 +17,9 @@ sends a user after code that never runs. Reach is decided over the whole input:
   touches ``sys.path`` reaches every module of its folder.
 
 Only vendored files (``data/vendored.json``) can be unreached: the package's own headers
-and modules are its interface, used from outside the input. An input with no translation unit
-and no JIT include says nothing about its headers: they all count as reached.
+and modules are its interface, used from outside the input. Tests are not judged either: a
+test that skips on 12.x decides nothing for the package (:func:`in_tests`). An input with no
+translation unit and no JIT include says nothing about its headers: they all count as reached.
 """
 
 from __future__ import annotations
@@ -131,6 +132,16 @@ def modules(paths: Iterable[str], read: Callable[[str], bytes]) -> dict[str, Rea
                     seen.add(found)
                     work.append(found)
     return {p: Reach.UNIMPORTED for p in trees if p not in seen}
+
+
+def in_tests(paths: Iterable[str]) -> dict[str, Reach]:
+    """Per Python file that is a test of the package (a folder ``test``/``tests``, a
+    ``test_*.py`` or ``*_test.py`` file, ``conftest.py``): :attr:`Reach.TEST`. A test's skip is
+    no decision of the package's; what it tests is judged where it is written."""
+    return {p: Reach.TEST for p in paths if _TEST.search(p)}
+
+
+_TEST = re.compile(r"(?:^|/)(?:tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
 
 
 def _unit(path: str) -> bool:

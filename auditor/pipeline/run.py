@@ -260,7 +260,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
 def _imported(gates: list[Gate], files: Sequence) -> list[Gate]:
     """The Python gates, those in vendored trees nothing imports marked (:func:`.reach.modules`)."""
     by_path = {f.path: f for f in files if f.language == "python"}
-    unreached = reach.modules(by_path, lambda p: _bytes(by_path[p]))
+    unreached = reach.in_tests(by_path) | reach.modules(by_path, lambda p: _bytes(by_path[p]))
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in gates]
 
 

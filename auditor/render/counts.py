@@ -56,6 +56,7 @@ def headline(result: AuditResult) -> Headline:
 REACH = {
     Reach.UNINCLUDED: "a vendored header that no translation unit or JIT source of the input includes",
     Reach.UNIMPORTED: "a vendored module that nothing of the package imports",
+    Reach.TEST: "a test of the package, not a path the package runs",
 }
 """Why a gate is not judged, by its :attr:`~auditor.model.Gate.reach`."""
 
@@ -65,7 +66,7 @@ def unreached_note(h: Headline) -> str:
     if not h.unreached:
         return ""
     gates = "gate" if h.unreached == 1 else "gates"
-    return f"{h.unreached:,} {gates} in vendored code the package never includes or imports, not judged (--unreached judges them)"
+    return f"{h.unreached:,} {gates} in tests and in vendored code the package never includes or imports, not judged (--unreached judges them)"
 
 
 def sentence(h: Headline, targets: str) -> str:

@@ -8,7 +8,7 @@ import shutil
 from auditor import cli
 from auditor.model import Reach
 from auditor.pipeline import Options, audit
-from auditor.pipeline.reach import _imports, headers, modules
+from auditor.pipeline.reach import _imports, headers, in_tests, modules
 from tests.conftest import FIXTURES
 
 TREE = FIXTURES / "reach"
@@ -53,7 +53,7 @@ def test_the_reports_say_what_was_not_judged(capsys):
     text = capsys.readouterr().out
     assert "not judged: a vendored header that no translation unit or JIT source of the input includes" in text
     assert text.rstrip().endswith(
-        "2 gates in vendored code the package never includes or imports, not judged (--unreached judges them)"
+        "2 gates in tests and in vendored code the package never includes or imports, not judged (--unreached judges them)"
     )
 
 
@@ -117,3 +117,15 @@ def test_a_module_that_puts_its_folder_on_sys_path_reaches_the_folder():
         "pkg/third_party/dsl/ops.py": b"",
     }
     assert modules(files, files.__getitem__) == {"pkg/third_party/dsl/ops.py": Reach.UNIMPORTED}
+
+
+def test_tests_are_not_judged():
+    """A test that skips on 12.x decides nothing for the package."""
+    paths = [
+        "pkg/test/unit/test_sparse.py",
+        "pkg/tests/helpers.py",
+        "pkg/ops_test.py",
+        "pkg/conftest.py",
+        "pkg/testing.py",
+    ]
+    assert set(in_tests(paths)) == set(paths[:4])
