@@ -509,7 +509,7 @@ class _File:
             left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
             op = n.child_by_field_name("operator")
             if left is not None and right is not None and (op is None or op.type == "="):
-                self._assign(left, self.top(right))
+                self._assign(left, self.top(right), outer, right)
         elif t == "return_statement":
             for c in n.named_children:
                 self.walk(c, outer)
@@ -554,9 +554,17 @@ class _File:
             self._gives_up(last)
         )
 
-    def _assign(self, left: Node, v: Value) -> None:
+    def _assign(self, left: Node, v: Value, outer: tuple = (), right: Node | None = None) -> None:
+        """A capability variable given a new value keeps it only where the assignment ran: after
+        ``if (sm > 120 && sm < 130) sm = 120;`` the variable is 120 on every 12.x part and the
+        device's SM elsewhere. A plain value (``sm = 120;``) ends its reading as the device's
+        SM, even for a name the convention would take as one."""
         key = _one_line(_text(left, self.data))
-        if v is None or not _mentions(v):
+        old = self._name(left, key) if left.type in ("identifier", "field_expression") else None
+        if isinstance(old, tuple) and _mentions(old) and not (isinstance(v, tuple) and _mentions(v)):
+            new = v if isinstance(v, tuple) or right is None else self._scalar(right)
+            self.env[key] = ("cond", _all(outer), new, old) if outer else new
+        elif v is None or not _mentions(v):
             self.env.pop(key, None)
         else:
             self.env[key] = v
@@ -983,6 +991,14 @@ class _File:
 
 
 # Tree side ---------------------------------------------------------------------------------
+
+
+def _all(constraints: tuple) -> tuple:
+    """The conjunction of path constraints ``(condition, text, holds)``, as one cexpr node."""
+    out: tuple = ("num", 1, False)
+    for node, _, holds in constraints:
+        out = ("bin", "&&", out, node if holds else ("un", "!", node))
+    return out
 
 
 def _env(major: int, minor: int, helpers: dict[str, Helper], used: dict[str, str], depth: int = 0) -> cexpr.Env:

@@ -216,6 +216,25 @@ def _sent_apart(v: GateView) -> tuple[Target, ...]:
     )
 
 
+def minor_only(v: GateView) -> bool:
+    """The condition decides by the minor alone, the same way under every major (``minor ==
+    0`` admits 7.0, 8.0, … 12.0): the major was settled elsewhere, by a caller or an earlier
+    check (``GetRouterKernels(minor)`` after ``major == 10``), so what it says about the
+    target's minor is unknown."""
+    admitted = [_cap(c) for c in v.capabilities]
+    minors = {c.minor for c in admitted}
+    if len({c.major for c in admitted}) < 2:
+        return False
+    return set(v.capabilities) == {c for c in v.domain_capabilities if _cap(c).minor in minors}
+
+
+def minor_by_convention(v: GateView) -> bool:
+    """A host value known only by its name (``sm_version``, ``profile.sm_version``): an SM
+    number, but whether the device's own or its family's tag (every 12.x tactic carries 120)
+    the input does not say, so it cannot tell one minor from another."""
+    return v.gate.kind == GateKind.RUNTIME_CHECK and v.gate.resolved_by == ResolvedBy.NAME
+
+
 def own_architecture(v: GateView) -> bool:
     """The gate sits in code written for other architectures: the file's path names
     architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``; ``data/predicate-names.json``) and
@@ -566,6 +585,8 @@ PREDICATES: dict[str, Predicate] = {
     "minor_trap": minor_trap,
     "minor_singled_out": minor_singled_out,
     "own_architecture": own_architecture,
+    "minor_only": minor_only,
+    "minor_by_convention": minor_by_convention,
     "admits_target_major": admits_target_major,
     "several_generations": several_generations,
     "feature_family": feature_family,
