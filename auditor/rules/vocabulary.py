@@ -236,12 +236,13 @@ def minor_by_convention(v: GateView) -> bool:
 
 
 def own_architecture(v: GateView) -> bool:
-    """The gate sits in code written for other architectures: the file's path names
-    architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``; ``data/predicate-names.json``) and
-    no excluded target is of their generations. Its compile guards and asserts keep such code
-    to the parts it was written for; which code a device gets is decided where the
-    implementation is chosen."""
-    named = names.path_architectures(v.gate.file)
+    """The gate sits in code written for other architectures: the file's path or its
+    function's name names architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``,
+    ``gen_gemm_sm100_module``; ``data/predicate-names.json``) and no excluded target is of
+    their generations. Its compile guards, flags and asserts keep such code to the parts it was
+    written for; which code a device gets is decided where the implementation is chosen."""
+    function = v.gate.context.partition(":")[0]
+    named = names.path_architectures(v.gate.file) or names.path_architectures(function)
     if not named or not v.excluded:
         return False
     generations = {arch.generation(c) for c in named}
