@@ -111,6 +111,9 @@ class Reach(Word):
     """A module of a vendored Python tree that nothing outside the tree imports."""
     TEST = "test"
     """A test of the package (under ``tests/``, ``test_*.py``): it skips, the package does not."""
+    UNBUILT = "unbuilt"
+    """A source the package builds only for other architectures (a JIT spec's flags list 10.x
+    alone), or a header only such sources include: no requested target compiles it."""
 
 
 class Severity(Word):

@@ -127,6 +127,12 @@ def promised(name: str) -> frozenset[str] | None:
 
 
 @cache
+def build_keywords() -> tuple[str, ...]:
+    """Keywords whose list says which architectures a JIT build compiles for
+    (``supported_major_versions``): the ``lists`` entries marked ``builds``."""
+    return tuple(e["keyword"] for e in table().lists if e.get("builds") and "keyword" in e)
+
+
 def path_architectures(path: str) -> frozenset[str]:
     """The capabilities a file's path names (``cutlass/gemm/kernel/sm90_gemm_tma.hpp`` -> 9.0)."""
     found: set[str] = set()

@@ -47,19 +47,27 @@ def headers(
     python: Iterable[tuple[str, bytes]],
     read: Callable[[str], bytes] = lambda _: b"",
     binaries: Iterable[str] = (),
+    unbuilt: Iterable[str] = (),
+    serves: Callable[[bytes], bool] = lambda _: True,
 ) -> dict[str, Reach]:
     """Per unreached vendored C/C++ file of ``paths`` (with their ``#include`` names), why:
     :attr:`Reach.UNINCLUDED`. ``python``: (path, bytes) of the package's own Python files, for
     the includes their JIT sources write; ``read`` gives a C file's bytes, for the includes its
     own JIT sources write in string literals (NVRTC programs); ``binaries``: the shared objects
     of the input, each of which may compile the headers of its vendored tree at run time
-    (DeepGEMM's extension does)."""
+    (DeepGEMM's extension does).
+
+    ``unbuilt``: the source names the package builds only for other architectures
+    (:func:`.builds.unserved_sources`); ``serves`` whether a C file's run-time compiled
+    programs may be built for a requested target (:func:`.builds.serves`). What only those
+    reach is :attr:`Reach.UNBUILT`, the package's own code too."""
     edges = resolve(paths, includes)
-    roots = [i for i, p in enumerate(paths) if _unit(p)]
+    others = set(_named(paths, set(unbuilt))) if unbuilt else set()
+    roots = [i for i, p in enumerate(paths) if _unit(p) and i not in others]
     jit = {name for path, data in python if not vendored(path)[0] for name in _jit_includes(data)}
     if jit:
         roots += _named(paths, jit)
-    if not roots:
+    if not roots and not others:
         return {}
     built = {_inner(b) for b in binaries} - {""}
     roots += [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
@@ -70,15 +78,20 @@ def headers(
         if not todo:
             break
         done |= set(todo)
+        programs = {i: read(paths[i]) for i in todo}
         written = [
-            sorted(_jit_includes(read(paths[i])) - set(includes[i])) if i in todo else [] for i in range(len(paths))
+            sorted(_jit_includes(programs[i]) - set(includes[i])) if i in programs else [] for i in range(len(paths))
         ]
         extra = resolve(paths, written)
-        new = {j for i in todo for j in extra[i]} - seen
+        others |= {j for i in todo if not serves(programs[i]) for j in extra[i]}
+        new = {j for i in todo if serves(programs[i]) for j in extra[i]} - seen
         if not new:
             break
         seen = _closure(sorted(seen | new), edges)
-    return {p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen and vendored(p)[0]}
+    elsewhere = _closure(others, edges) - seen
+    return {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere} | {
+        p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere and vendored(p)[0]
+    }
 
 
 def _named(paths: Sequence[str], names: set[str]) -> list[int]:

@@ -38,7 +38,7 @@ from auditor.model import (
     Target,
     excerpt_windows,
 )
-from auditor.pipeline import kept, reach
+from auditor.pipeline import builds, kept, reach
 from auditor.pipeline.cache import (
     DEFAULT_MAX_BYTES,
     EXTRACTED,
@@ -104,11 +104,17 @@ class Options:
 
 
 def cuda_gates(
-    files: Sequence, reads: Sequence[Read], input_name: str, toolkits: tuple[str, ...] = ()
+    files: Sequence,
+    reads: Sequence[Read],
+    input_name: str,
+    toolkits: tuple[str, ...] = (),
+    python_gates: Sequence[Gate] = (),
+    targets: Sequence[Target] = (),
 ) -> tuple[list[Gate], list[FileError]]:
     """An input's C/CUDA gates under the chosen CUDA ``toolkits``, from its files' reads with
     the structure of the C/CUDA ones (:meth:`Workers.read` with ``scan``), and its read and
-    scan errors."""
+    scan errors. The Python gates' build flags say which sources no requested target builds
+    (:mod:`.builds`)."""
     errors: list[FileError] = []
     scans: list[cuda.FileScan] = []
     for f, (info, scanned) in zip(files, reads):
@@ -121,14 +127,16 @@ def cuda_gates(
     table = MacroTable.build((s.path, s.structure) for s in scans)
     scopes = Scopes(scans, table, toolkits)
     found = cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors)
-    python = ((f.path, _bytes(f)) for f in files if f.language == "python" and not vendored(f.path)[0])
+    python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
     unreached = reach.headers(
         [s.path for s in scans],
         [s.structure.includes for s in scans],
-        python,
+        python.items(),
         lambda p: _bytes(by_path[p]),
         [f.path for f in files if f.language == "binary"],
+        builds.unserved_sources(python_gates, python, targets) if targets else (),
+        lambda program: builds.serves(program, targets) if targets else True,
     )
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in found], errors
 
@@ -238,19 +246,19 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries, open_file)
             return gates, apply_rules(gates, sources, options, packages)
 
-        c_found = store.memo(
-            f"cuda:{key}",
-            EXTRACTED,
-            lambda: cuda_gates(
-                files, _scanned(files, reads, store, workers) if survey else reads, input_name, options.toolkits
-            ),
-        )
-        reads = []  # let the C/CUDA structures go while the Python pass finishes
-        c_gates, c_findings = judged(c_found, [f for f in marked if f.language != "python"])
+        c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"
+        c_found = store.recall(c_key, EXTRACTED)
+        if c_found is None and survey:
+            reads = _scanned(files, reads, store, workers)  # beside the Python pass
         python = workers.wait(pending)
         if kept is None:
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
+        if c_found is None:
+            c_found = cuda_gates(files, reads, input_name, options.toolkits, python[0], options.targets)
+            store.keep(c_key, EXTRACTED, c_found)
+        reads = []  # let the C/CUDA structures go
+        c_gates, c_findings = judged(c_found, [f for f in marked if f.language != "python"])
         python = (_imported(python[0], files), python[1])
         py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"])
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))

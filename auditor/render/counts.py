@@ -57,6 +57,7 @@ REACH = {
     Reach.UNINCLUDED: "a vendored header that no translation unit or JIT source of the input includes",
     Reach.UNIMPORTED: "a vendored module that nothing of the package imports",
     Reach.TEST: "a test of the package, not a path the package runs",
+    Reach.UNBUILT: "code the package builds only for another generation (its JIT flags or run-time compile options)",
 }
 """Why a gate is not judged, by its :attr:`~auditor.model.Gate.reach`."""
 
@@ -66,7 +67,10 @@ def unreached_note(h: Headline) -> str:
     if not h.unreached:
         return ""
     gates = "gate" if h.unreached == 1 else "gates"
-    return f"{h.unreached:,} {gates} in tests and in vendored code the package never includes or imports, not judged (--unreached judges them)"
+    return (
+        f"{h.unreached:,} {gates} in tests, in code built only for other generations and in vendored code the"
+        " package never includes or imports, not judged (--unreached judges them)"
+    )
 
 
 def sentence(h: Headline, targets: str) -> str:

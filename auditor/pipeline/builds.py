@@ -1,0 +1,95 @@
+"""Which C/CUDA sources the package builds only for other architectures.
+
+A JIT spec names its sources and its flags in one function::
+
+    def gen_softmax_module():
+        flags = get_nvcc_flags_list(supported_major_versions=[10])
+        return gen_jit_spec("softmax", [CSRC / "softmax.cu"], extra_cuda_cflags=flags)
+
+The flags build ``softmax.cu`` for one generation (datacenter Blackwell): code written for
+it. A gate inside it, or in a header only such sources include, decides nothing on 12.x, which
+never compiles it; widening the gate changes nothing there. A program compiled at run time
+(NVRTC) with a fixed ``--gpu-architecture=sm_90a`` is the same. Flags of several generations
+that leave 12.x out (``[9, 10]``) are a list to judge where it is written, and the gates behind
+it are what 12.x meets once the list is widened: those stay judged. A source that the package
+names anywhere else (another function, a module-level list) may be built for any device.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from auditor import arch
+from auditor.facts import names
+from auditor.model import Gate, GateKind, Target
+from auditor.python.symbols import parser
+from auditor.verdicts import capabilities_of
+
+_SOURCE = re.compile(rb"""["']([^"'\n]*\.(?:cu|cpp|cc|cxx|c))["']""")
+"""A C/CUDA source file named in a Python string (``"softmax.cu"``, ``f"moe_{arch}.cu"``)."""
+_NVRTC_ARCH = re.compile(rb"""["'](?:--gpu-architecture|-arch)[= ](?:sm|compute)_(\d+[af]?)["']""")
+"""A run-time compile option that fixes the architecture (``"--gpu-architecture=sm_90a"``)."""
+
+
+def unserved_sources(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Sequence[Target]) -> set[str]:
+    """The C/CUDA source names that the package's Python writes only inside functions whose
+    build flags build for one generation that none of ``targets`` is of (``{name}``
+    placeholders kept). ``python``: the package's own modules (path -> bytes)."""
+    flags: dict[str, list[Gate]] = {}
+    for g in gates:
+        if _builds(g):
+            flags.setdefault(g.file, []).append(g)
+    restricted: set[str] = set()
+    anywhere: set[str] = set()
+    for path, data in python.items():
+        found = [
+            (data.count(b"\n", 0, m.start()) + 1, m.group(1).decode("utf-8", "replace")) for m in _SOURCE.finditer(data)
+        ]
+        if not found:
+            continue
+        spans = _unserving(data, flags.get(path, []), targets)
+        for line, name in found:
+            (restricted if any(a <= line <= b for a, b in spans) else anywhere).add(name)
+    return restricted - anywhere
+
+
+def serves(program: bytes, targets: Sequence[Target]) -> bool:
+    """Whether a C file's run-time compiled programs may be built for a requested target: no
+    fixed architecture in its compile options, or one that serves a target."""
+    fixed = {"sm_" + m.group(1).decode() for m in _NVRTC_ARCH.finditer(program)}
+    built = {arch.capability_of(t) for t in fixed if t in arch.target_order()}
+    return not built or _serves(built, targets)
+
+
+def _serves(built: set[str], targets: Sequence[Target]) -> bool:
+    """Whether a build serves a target: one of its targets, or more than one generation."""
+    return len({arch.generation(c) for c in built}) > 1 or any(
+        arch.generation(c) == arch.generation(t.capability) for c in built for t in targets
+    )
+
+
+def _builds(g: Gate) -> bool:
+    """A build flag: an nvcc flag or arch list, or a call's list of majors to build for."""
+    return g.kind == GateKind.GENCODE_FLAGS or (
+        g.kind == GateKind.MAJOR_LIST and any(k in g.expression for k in names.build_keywords())
+    )
+
+
+def _unserving(data: bytes, flags: list[Gate], targets: Sequence[Target]) -> list[tuple[int, int]]:
+    """Line spans of the functions whose build flags (their innermost function's) serve no target."""
+    if not flags:
+        return []
+    functions: list[tuple[int, int]] = []
+    stack = [parser().parse(data).root_node]
+    while stack:
+        n = stack.pop()
+        if n.type == "function_definition":
+            functions.append((n.start_point[0] + 1, n.end_point[0] + 1))
+        stack.extend(n.children)
+    built: dict[tuple[int, int], set[str]] = {}
+    for g in flags:
+        around = [f for f in functions if f[0] <= g.line <= f[1]]
+        if around:
+            built.setdefault(max(around), set()).update(capabilities_of(g))
+    return [span for span, caps in built.items() if caps and not _serves(caps, targets)]

@@ -1,0 +1,46 @@
+"""Sources built only for another generation are listed, not judged (``fixtures/builds``)."""
+
+from __future__ import annotations
+
+from auditor import arch
+from auditor.model import Reach
+from auditor.pipeline import Options, audit
+from auditor.pipeline.builds import serves
+from tests.conftest import FIXTURES
+
+TREE = FIXTURES / "builds"
+
+
+def _scan(targets: str = "12.0,12.1", **kw):
+    return audit([str(TREE)], Options(jobs=1, targets=arch.parse_targets(targets), **kw))
+
+
+def test_what_only_one_other_generation_builds_is_not_judged():
+    result = _scan()
+    reach = {g.file: g.reach for g in result.gates if g.language == "cuda"}
+    assert reach == {
+        "pkg/csrc/softmax.cu": Reach.UNBUILT,  # its JIT spec builds it for [10] alone
+        "pkg/csrc/softmax_tail.cuh": Reach.UNBUILT,  # only softmax.cu includes it
+        "pkg/csrc/shared.cuh": Reach.REACHED,  # norm.cu, built for every target, includes it too
+        "pkg/csrc/comm.cu": Reach.REACHED,  # [9, 10]: a list to widen, and this is what 12.x meets then
+        "pkg/third_party/deep/gemm_impl.cuh": Reach.UNBUILT,  # compiled at run time for sm_90a alone
+    }
+    rules = {(f.file, f.rule) for f in result.findings}
+    assert ("pkg/csrc/comm.cu", "ARCH001") in rules
+    assert ("pkg/jit/modules.py", "ARCH002") in rules  # the [9, 10] list itself
+    assert not {f for f, _ in rules} & {f for f, r in reach.items() if r == Reach.UNBUILT}
+    assert {f.file for f in _scan(unreached=True).findings} >= {"pkg/csrc/softmax_tail.cuh"}
+
+
+def test_a_target_of_the_built_generation_judges_them():
+    reach = {g.file: g.reach for g in _scan("10.0").gates}
+    assert reach["pkg/csrc/softmax.cu"] == Reach.REACHED
+    assert reach["pkg/third_party/deep/gemm_impl.cuh"] == Reach.UNBUILT  # sm_90a serves no 10.0
+
+
+def test_run_time_compile_options():
+    twelve = arch.parse_targets("12.0,12.1")
+    assert not serves(b'opts = {"--gpu-architecture=sm_90a"};', twelve)
+    assert serves(b'opts = {"--gpu-architecture=sm_120a"};', twelve)
+    assert serves(b'opts = {"-arch=sm_90a", "-arch=sm_100a"};', twelve)  # two generations: a list to judge
+    assert serves(b"no options at all", twelve)
