@@ -36,6 +36,9 @@ class FileScan:
     package: str
     host: HostScan = HostScan()
     """Its host C++ capability checks (:mod:`.host`)."""
+    compiles_for: tuple[str, ...] = ()
+    """The targets its string literals fix a run-time compile to (``"--gpu-architecture=sm_90a"``:
+    an NVRTC program built for that architecture alone)."""
 
 
 def decode(f: SourceFile) -> str | FileError:
@@ -98,7 +101,12 @@ def _scan_text(f: SourceFile, text: str) -> FileScan | FileError:
         cccl = tuple(_cccl_arms(text, structure)) if "_TARGET" in text else ()
     except NestingError as exc:
         return FileError(f.path, f"conditionals nested or chained too deep to evaluate: {exc}; skipped", f.input)
-    return FileScan(f.path, structure, cccl, f.path.split("/", 1)[0])
+    fixed = tuple(sorted({f"sm_{m}" for m in _COMPILE_ARCH.findall(text)}))
+    return FileScan(f.path, structure, cccl, f.path.split("/", 1)[0], compiles_for=fixed)
+
+
+_COMPILE_ARCH = re.compile(r"""["'](?:--gpu-architecture|-arch)[= ](?:sm|compute)_(\d+[af]?)["']""")
+"""A run-time compile option in a string literal that fixes the architecture."""
 
 
 def scan_structure(text: str) -> Structure:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from elftools.elf.elffile import ELFFile
 
@@ -416,7 +416,7 @@ def _payload_target(kind: str, code: bytes) -> tuple[int, str] | None:
 
 # --- evidence: which shipped extension a gate's guarded code reaches --------------------
 
-_TORCH_OPS = re.compile(r"\btorch\.ops\.([A-Za-z_]\w*)")
+_TORCH_OPS = re.compile(r"\btorch\.ops\.([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?")
 _NAME_LIKE = re.compile(r"[A-Za-z_][\w.-]{0,63}")
 
 
@@ -465,7 +465,7 @@ def with_extensions(
     reach = _Reach(python, gpu)
     found = {i: reach.gate(gates[i]) for i in wanted}
     shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
-    registers = _registrants({ns for refs in found.values() for kind, ns in refs if kind == "ns"}, gpu, shipped, opener)
+    registers = _registrants({op for refs in found.values() for kind, op in refs if kind == "ns"}, gpu, shipped, opener)
     out = list(gates)
     for i, refs in found.items():
         paths = sorted({p for kind, x in refs for p in (registers.get(x, ()) if kind == "ns" else (x,))})
@@ -475,33 +475,49 @@ def with_extensions(
 
 
 def _registrants(
-    namespaces: set[str], gpu: Sequence[Binary], shipped: Mapping[str, Any], opener: Opener
+    ops: set[str], gpu: Sequence[Binary], shipped: Mapping[str, Any], opener: Opener
 ) -> dict[str, tuple[str, ...]]:
-    """Per ``torch.ops`` namespace, the binaries that register it: those holding its name as a C
-    string (each binary read once, a chunk at a time); of several, those whose module name starts with the same
-    word (``_C_cache_ops`` and ``_C_stable_libtorch``), when there are such."""
-    holding: dict[str, list[str]] = {ns: [] for ns in namespaces}
+    """Per ``torch.ops`` operator (``ns.op``) or namespace (``ns``), the binaries that register
+    it. An operator is registered by the binaries holding its schema (``fwd(Tensor q, …``, a C
+    string that starts with its name): of those, the ones that also hold the namespace's name
+    when some do. A namespace, or an operator no schema names, by those holding the
+    namespace's name as a C string; of several, those whose module name starts with the same
+    word (``_C_cache_ops`` and ``_C_stable_libtorch``), when there are such. Each binary is
+    read once, a chunk at a time."""
+    needles = {("ns", k.partition(".")[0]): k.partition(".")[0].encode() + b"\0" for k in ops}
+    needles |= {("op", k.partition(".")[2]): k.partition(".")[2].encode() + b"(" for k in ops if "." in k}
+    needles = {k: b"\0" + n for k, n in needles.items()}
+    holding: dict[tuple[str, str], list[str]] = {k: [] for k in needles}
     for r in gpu:
         f = shipped.get(r.path)
-        if f is None or not namespaces:
+        if f is None or not needles:
             continue
         try:
             with opener(f) as stream:
-                held = _holds(stream, {ns: b"\0" + ns.encode() + b"\0" for ns in namespaces})
+                held = _holds(stream, needles)
         except Exception:  # the file went away since it was listed: it holds nothing
             held = set()
-        for ns in sorted(held):
-            holding[ns].append(r.path)
+        for k in sorted(held):
+            holding[k].append(r.path)
     out = {}
-    for ns, paths in holding.items():
-        near = [p for p in paths if _first_word(module_of(p).rpartition(".")[2]) == _first_word(ns)]
-        out[ns] = tuple(near or paths)
+    for key in ops:
+        ns, _, op = key.partition(".")
+        by_ns = holding[("ns", ns)]
+        by_schema = holding.get(("op", op), []) if op else []
+        if by_schema:
+            out[key] = tuple([p for p in by_schema if p in by_ns] or by_schema)
+        else:
+            near = [p for p in by_ns if _first_word(module_of(p).rpartition(".")[2]) == _first_word(ns)]
+            out[key] = tuple(near or by_ns)
     return out
 
 
-def _holds(stream: IO[bytes], needles: Mapping[str, bytes]) -> set[str]:
+K = TypeVar("K")
+
+
+def _holds(stream: IO[bytes], needles: Mapping[K, bytes]) -> set[K]:
     """The keys of ``needles`` whose bytes occur in the stream, read a chunk at a time."""
-    found: set[str] = set()
+    found: set[K] = set()
     overlap = max(map(len, needles.values()), default=1) - 1
     carry = b""
     while len(found) < len(needles):
@@ -514,12 +530,18 @@ def _holds(stream: IO[bytes], needles: Mapping[str, bytes]) -> set[str]:
     return found
 
 
+def _ops(text: str) -> set[str]:
+    """The ``torch.ops`` operators a text calls, as ``ns.op`` (``ns`` when none is named)."""
+    return {f"{ns}.{op}" if op else ns for ns, op in _TORCH_OPS.findall(text)}
+
+
 def _first_word(name: str) -> str:
     return next((w for w in name.split("_") if w), "")
 
 
 Ref = tuple[str, str]
-"""``("ns", namespace)`` for a ``torch.ops`` namespace, ``("bin", path)`` for an extension."""
+"""``("ns", "namespace.operator")`` for a ``torch.ops`` call (``"namespace"`` when no operator is
+named), ``("bin", path)`` for an extension."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,8 +612,8 @@ class _Reach:
 
     def _refs(self, src: _Source, first: int, last: int) -> Iterator[Ref]:
         """What the lines ``first..last`` of a file reach."""
-        for ns in set(_TORCH_OPS.findall("\n".join(src.lines[first - 1 : last]))):
-            yield ("ns", ns)
+        for op in _ops("\n".join(src.lines[first - 1 : last])):
+            yield ("ns", op)
         for _, target in _between(src.uses, first, last):
             yield from self.target(target)
 
@@ -620,7 +642,7 @@ class _Reach:
         key = (src.module, first, last)
         hit = self._direct_memo.get(key)
         if hit is None:
-            found: set[Ref] = {("ns", ns) for ns in _TORCH_OPS.findall("\n".join(src.lines[first - 1 : last]))}
+            found: set[Ref] = {("ns", op) for op in _ops("\n".join(src.lines[first - 1 : last]))}
             for _, target in _between(src.uses, first, last):
                 parts = target.split(".")
                 found.update(

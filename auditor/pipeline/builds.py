@@ -28,8 +28,6 @@ from auditor.verdicts import capabilities_of
 
 _SOURCE = re.compile(rb"""["']([^"'\n]*\.(?:cu|cpp|cc|cxx|c))["']""")
 """A C/CUDA source file named in a Python string (``"softmax.cu"``, ``f"moe_{arch}.cu"``)."""
-_NVRTC_ARCH = re.compile(rb"""["'](?:--gpu-architecture|-arch)[= ](?:sm|compute)_(\d+[af]?)["']""")
-"""A run-time compile option that fixes the architecture (``"--gpu-architecture=sm_90a"``)."""
 
 
 def unserved_sources(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Sequence[Target]) -> set[str]:
@@ -54,10 +52,9 @@ def unserved_sources(gates: Iterable[Gate], python: Mapping[str, bytes], targets
     return restricted - anywhere
 
 
-def serves(program: bytes, targets: Sequence[Target]) -> bool:
+def serves(fixed: Iterable[str], targets: Sequence[Target]) -> bool:
     """Whether a C file's run-time compiled programs may be built for a requested target: no
-    fixed architecture in its compile options, or one that serves a target."""
-    fixed = {"sm_" + m.group(1).decode() for m in _NVRTC_ARCH.finditer(program)}
+    fixed architecture in its compile options (``FileScan.compiles_for``), or one that serves one."""
     built = {arch.capability_of(t) for t in fixed if t in arch.target_order()}
     return not built or _serves(built, targets)
 

@@ -48,7 +48,7 @@ def headers(
     read: Callable[[str], bytes] = lambda _: b"",
     binaries: Iterable[str] = (),
     unbuilt: Iterable[str] = (),
-    serves: Callable[[bytes], bool] = lambda _: True,
+    fixed: Iterable[str] = (),
 ) -> dict[str, Reach]:
     """Per unreached vendored C/C++ file of ``paths`` (with their ``#include`` names), why:
     :attr:`Reach.UNINCLUDED`. ``python``: (path, bytes) of the package's own Python files, for
@@ -58,36 +58,44 @@ def headers(
     (DeepGEMM's extension does).
 
     ``unbuilt``: the source names the package builds only for other architectures
-    (:func:`.builds.unserved_sources`); ``serves`` whether a C file's run-time compiled
-    programs may be built for a requested target (:func:`.builds.serves`). What only those
-    reach is :attr:`Reach.UNBUILT`, the package's own code too."""
+    (:func:`.builds.unserved_sources`); ``fixed`` the C files whose run-time compiled programs
+    are built for no requested target (:func:`.builds.serves`): what their strings include
+    (raw strings too, which the directive scan takes for includes of the file) is built for that
+    architecture alone. What only those reach is :attr:`Reach.UNBUILT`, the package's own code
+    too."""
     edges = resolve(paths, includes)
     others = set(_named(paths, set(unbuilt))) if unbuilt else set()
+    compiled = set(fixed)
+    stuck = {i for i, p in enumerate(paths) if p in compiled}
+    held = resolve(paths, [sorted(_string_includes(read(p))) if i in stuck else [] for i, p in enumerate(paths)])
+    for i in stuck:
+        others |= set(held[i])
+        edges[i] = [j for j in edges[i] if j not in held[i]]
     roots = [i for i, p in enumerate(paths) if _unit(p) and i not in others]
     jit = {name for path, data in python if not vendored(path)[0] for name in _jit_includes(data)}
-    if jit:
-        roots += _named(paths, jit)
-    if not roots and not others:
+    roots += _named(paths, {n for n in jit if "{" not in n})
+    patterns = _named(paths, {n for n in jit if "{" in n})  # ``#include "{name}"``: any file but the restricted
+    if not roots and not patterns and not others:
         return {}
     built = {_inner(b) for b in binaries} - {""}
     roots += [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
-    seen = _closure(roots, edges)
+    seen = _closure(roots + [i for i in patterns if i not in others], edges)
     done: set[int] = set()
     while any(vendored(p)[0] for i, p in enumerate(paths) if i not in seen):
         todo = sorted(seen - done)
         if not todo:
             break
         done |= set(todo)
-        programs = {i: read(paths[i]) for i in todo}
+        programs = {i: read(paths[i]) for i in todo if i not in stuck}
         written = [
             sorted(_jit_includes(programs[i]) - set(includes[i])) if i in programs else [] for i in range(len(paths))
         ]
         extra = resolve(paths, written)
-        others |= {j for i in todo if not serves(programs[i]) for j in extra[i]}
-        new = {j for i in todo if serves(programs[i]) for j in extra[i]} - seen
-        if not new:
+        roots += [j for i in programs for j in extra[i]]
+        again = _closure(roots + [i for i in patterns if i not in others], edges)
+        if again == seen:
             break
-        seen = _closure(sorted(seen | new), edges)
+        seen = again
     elsewhere = _closure(others, edges) - seen
     return {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere} | {
         p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere and vendored(p)[0]
@@ -168,6 +176,18 @@ def _jit_includes(data: bytes) -> set[str]:
     if b"include" not in data:
         return set()
     return {m.group(1).decode("utf-8", "replace") for m in _JIT_INCLUDE.finditer(data)}
+
+
+_RAW = re.compile(rb'R"([^()\\\s]{0,16})\((.*?)\)\1"', re.S)
+_QUOTED_INCLUDE = re.compile(rb'"\s*#\s*include\s*(?:<([^<>"\s]+)>|\\"([^"\\\s]+)\\")')
+
+
+def _string_includes(data: bytes) -> set[str]:
+    """The includes a C file writes inside its string literals: raw strings
+    (``R"(#include <x.cuh> …)"``) and quoted lines (``"#include <x.cuh>\\n"``)."""
+    found = {name for m in _RAW.finditer(data) for name in _jit_includes(m.group(2))}
+    found |= {(m.group(1) or m.group(2)).decode("utf-8", "replace") for m in _QUOTED_INCLUDE.finditer(data)}
+    return found
 
 
 def _matches(path: str, name: str) -> bool:

@@ -136,7 +136,7 @@ def cuda_gates(
         lambda p: _bytes(by_path[p]),
         [f.path for f in files if f.language == "binary"],
         builds.unserved_sources(python_gates, python, targets) if targets else (),
-        lambda program: builds.serves(program, targets) if targets else True,
+        [s.path for s in scans if s.compiles_for and targets and not builds.serves(s.compiles_for, targets)],
     )
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in found], errors
 

@@ -134,6 +134,7 @@ def _encode_read(read: Read) -> list | None:
         structure.encode(scanned.structure),
         structure.encode(Structure(scanned.cccl, (), ()))[0],
         host.encode(scanned.host),
+        list(scanned.compiles_for),
     ]
 
 
@@ -142,10 +143,12 @@ def _decode_read(entry: Any) -> Read:
         return FileRead(), None
     if entry[0] == "error" and len(entry) == 2:
         return FileRead(), FileError("", str(entry[1]))
-    if entry[0] != "scan" or len(entry) != 4:
+    if entry[0] != "scan" or len(entry) != 5:
         raise ValueError("not a file scan")
     cccl = structure.decode([entry[2], [], [], []]).branches
-    return FileRead(), FileScan("", structure.decode(entry[1]), cccl, "", host.decode(entry[3]))
+    return FileRead(), FileScan(
+        "", structure.decode(entry[1]), cccl, "", host.decode(entry[3]), tuple(map(str, entry[4]))
+    )
 
 
 SCANNED: Codec[Read] = Codec(_encode_read, _decode_read)

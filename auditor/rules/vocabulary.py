@@ -535,6 +535,13 @@ def binaries_behind_excluding_gate(v: GateView) -> bool:
     return decides_from_hopper(v) and any(v.binaries.get(t.label) == "native" for t in v.excluded)
 
 
+def binaries_agree(v: GateView) -> bool:
+    """The shipped binaries the guarded code reaches hold nothing that runs on any excluded
+    target (no SASS for it, no PTX to JIT): the gate agrees with the build. Widening it leads
+    to a kernel image that is not there; a build for the target comes first."""
+    return bool(v.excluded and v.gate.extensions) and all(v.binaries.get(t.label) == "none" for t in v.excluded)
+
+
 def route_loads_native_binary(v: GateView) -> bool:
     """Every excluded target takes another branch of the decision whose guarded code reaches a
     binary with SASS for it (``if cc == 90: load sm90/… elif …: load sm100/…``): it is turned
@@ -605,6 +612,7 @@ PREDICATES: dict[str, Predicate] = {
     "binaries_behind_excluding_gate": binaries_behind_excluding_gate,
     "decides_from_hopper": decides_from_hopper,
     "route_loads_native_binary": route_loads_native_binary,
+    "binaries_agree": binaries_agree,
 }
 """Predicates written as a bare name in ``when``."""
 

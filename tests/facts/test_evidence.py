@@ -114,3 +114,39 @@ def test_a_loader_given_a_binary_s_directory_reaches_it():
     records = [binary(f.path, "sm_90a", "sm_120") for f in files[1:]]
     (gate,) = [g for g in with_extensions(gates, files, records) if g.expression == "major == 9"]
     assert gate.extensions == ("pkg/sm90/common_ops.abi3.so",)
+
+
+KERNELS = """
+import torch
+
+
+def attention(q):
+    major, minor = torch.cuda.get_device_capability()
+    if major not in (8, 9):
+        raise NotImplementedError("FA3 needs sm80 or sm90")
+    return torch.ops.pkg_kernel.fwd.default(q)
+
+
+def rmsnorm(x):
+    if torch.cuda.get_device_capability()[0] >= 9:
+        return torch.ops.pkg_kernel.rmsnorm(x)
+    return x
+"""
+
+
+def test_an_operator_is_registered_where_its_schema_is():
+    """A namespace whose name no binary holds as a C string (the registration macro spells it
+    inside other text) is found through the operator's schema, ``fwd(Tensor q, …``."""
+    files = [
+        SourceFile("pkg/attention.py", textwrap.dedent(KERNELS).encode(), "python", "t"),
+        SourceFile("pkg/flash_ops.abi3.so", b"\x7fELF...\0fwd(Tensor q) -> Tensor\0", "binary", "t"),
+        SourceFile(
+            "pkg/common_ops.abi3.so", b"\x7fELF...\0rmsnorm(Tensor x) -> Tensor\0\0fwd_combine(\0", "binary", "t"
+        ),
+    ]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    gates = pipeline.audit_input_binaries(files[:1], "t", options).gates
+    records = [binary(f.path, "sm_90a") for f in files[1:]]
+    found = {g.context: g.extensions for g in with_extensions(gates, files, records)}
+    assert found["attention"] == ("pkg/flash_ops.abi3.so",)
+    assert found["rmsnorm"] == ("pkg/common_ops.abi3.so",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from auditor import arch
+from auditor.cuda.gates import scan_bytes
 from auditor.model import Reach
 from auditor.pipeline import Options, audit
 from auditor.pipeline.builds import serves
@@ -40,7 +41,9 @@ def test_a_target_of_the_built_generation_judges_them():
 
 def test_run_time_compile_options():
     twelve = arch.parse_targets("12.0,12.1")
-    assert not serves(b'opts = {"--gpu-architecture=sm_90a"};', twelve)
-    assert serves(b'opts = {"--gpu-architecture=sm_120a"};', twelve)
-    assert serves(b'opts = {"-arch=sm_90a", "-arch=sm_100a"};', twelve)  # two generations: a list to judge
-    assert serves(b"no options at all", twelve)
+    assert not serves(("sm_90a",), twelve)
+    assert serves(("sm_120a",), twelve)
+    assert serves(("sm_90a", "sm_100a"), twelve)  # two generations: a list to judge
+    assert serves((), twelve)
+    scanned = scan_bytes("a.cu", b'#include <x.h>\nconst char* o[] = {"-std=c++17", "--gpu-architecture=sm_90a"};')
+    assert scanned.compiles_for == ("sm_90a",)
