@@ -21,8 +21,9 @@ from typing import Any
 import re2
 
 from auditor import arch, datafiles
-from auditor.facts import code, ptx
-from auditor.model import Feature, Gate, SourceFile, Target
+from auditor.arch import Capability
+from auditor.facts import code, names, ptx
+from auditor.model import Feature, Gate, Guards, Language, SourceFile, Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,10 @@ _CALL = re.compile(
     r"(?<![\w.])((?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)\s*(?:<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?\s*\("
 )
 """A call, a function-style macro or a definition, by its (qualified) name."""
+_PY_CALL = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\(")
+"""A Python call by its (dotted) name."""
+_NAMES_ARCH = re.compile(r"[Ss][Mm]_?\d")
+"""What an implementation named for an architecture has in its name (``Sm90``, ``sm_100``)."""
 UNKNOWN_CALL = "a call the fact table does not know"
 """The pseudo-feature of a call whose needs are unknown: what the guarded code uses is then
 not all known, and its classification cannot be conservative (a kernel body that reaches
@@ -92,7 +97,8 @@ def scan_region(text: str, first_line: int, language: str, capabilities: tuple[s
     ``asm`` appears in its raw text, which most regions do not.
     """
     if not (_identifiers().search(text) or _PREFILTER.search(text)):
-        return []
+        if language != "python" or not _NAMES_ARCH.search(text):
+            return []
     blanked, strings = code.blank(text, language)
     found: list[tuple[int, str, Feature]] = []
     for m in _identifiers().finditer(blanked):
@@ -102,6 +108,8 @@ def scan_region(text: str, first_line: int, language: str, capabilities: tuple[s
     for offset, opcode in code.asm_instructions(text, blanked, strings):
         j = ptx.judge(opcode, capabilities)
         found.append((offset, j.variant or opcode, _ptx_feature(opcode, j)))
+    if language == "python":
+        found += _implementations(blanked, capabilities)
     if found:  # with nothing known, the region is of unknown needs anyway
         known = {f.token for _, _, f in found}
         for m in _CALL.finditer(blanked):
@@ -115,6 +123,35 @@ def scan_region(text: str, first_line: int, language: str, capabilities: tuple[s
         pos = offset
         out.append((key, replace(f, line=line)))
     return out
+
+
+def _implementations(blanked: str, capabilities: tuple[str, ...]) -> list[tuple[int, str, Feature]]:
+    """Calls of implementations named for architectures (``FlashAttentionForwardSm90(...)``),
+    when none is named for a requested target's generation: the region has no code of the
+    target's own to run there."""
+    named = [
+        (m.start(1), m.group(1), names.implementation_architectures(m.group(1).rpartition(".")[2]))
+        for m in _PY_CALL.finditer(blanked)
+    ]
+    named = [(at, name, caps) for at, name, caps in named if caps]
+    wanted = {arch.generation(c) for c in capabilities}
+    if not named or any(arch.generation(c) in wanted for _, _, caps in named for c in caps):
+        return []
+    return [
+        (
+            at,
+            f"implementation:{name}",
+            Feature(
+                name,
+                0,
+                f"an implementation written for {', '.join(sorted(caps, key=Capability.parse))}",
+                "",
+                tuple((c, "no") for c in capabilities),
+                "named for its architecture",
+            ),
+        )
+        for at, name, caps in named
+    ]
 
 
 def _api_feature(identifier: str, api: Api) -> Feature:
@@ -155,15 +192,37 @@ def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
     for path, indices in wanted.items():
         source = by_path[path]
         lines = source.data.decode("utf-8", "replace").split("\n")
+        regions = {i: _region(gates[i], lines) for i in indices}
         found: list[tuple[str, Feature]] = []
-        for first, last in _merge(gates[i].body_lines for i in indices):
+        for first, last in _merge(regions.values()):
             found += scan_region("\n".join(lines[first - 1 : last]), first, source.language, capabilities)
         found_lines = [f.line for _, f in found]
         for i in indices:
-            first, last = gates[i].body_lines
+            first, last = regions[i]
             lo, hi = bisect.bisect_left(found_lines, first), bisect.bisect_right(found_lines, last)
             out[i] = replace(gates[i], features=distinct(found[lo:hi]))
     return out
+
+
+def _region(gate: Gate, lines: list[str]) -> tuple[int, int]:
+    """The lines a gate guards. A Python rejection (``if not ok: raise``) or assertion guards
+    the rest of its block: the statements after it, up to the first line indented less."""
+    first, last = gate.body_lines
+    at = lines[gate.line - 1] if 0 < gate.line <= len(lines) else ""
+    if gate.language != Language.PYTHON or not (gate.guards == Guards.REJECT or at.lstrip().startswith("assert ")):
+        return first, last
+    indent = len(at) - len(at.lstrip())
+    n = max(gate.line, last)
+    while n < len(lines) and (not lines[n].strip() or _indent(lines[n]) > indent):
+        n += 1  # the statement's own lines: its body, its continuation
+    end = n
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) >= indent):
+        end += 1
+    return (first, last) if end == n else (min(first, n + 1) if first else n + 1, end)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

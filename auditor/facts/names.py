@@ -133,6 +133,19 @@ def build_keywords() -> tuple[str, ...]:
     return tuple(e["keyword"] for e in table().lists if e.get("builds") and "keyword" in e)
 
 
+def implementation_architectures(name: str) -> frozenset[str]:
+    """The capabilities an implementation's name says it is written for: a class or function
+    named like a path that names architectures (``FlashAttentionForwardSm90``, ``run_gemm_sm100``),
+    not a predicate (``is_sm90_supported`` tests, it does not implement)."""
+    if promised(name) is not None or _TESTS.match(name):
+        return frozenset()
+    return path_architectures(_CAMEL.sub("_", name))
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_TESTS = re.compile(r"_*(?:is|has|can|supports?|use|enable)_", re.I)
+
+
 def path_architectures(path: str) -> frozenset[str]:
     """The capabilities a file's path names (``cutlass/gemm/kernel/sm90_gemm_tma.hpp`` -> 9.0)."""
     found: set[str] = set()

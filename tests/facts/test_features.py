@@ -13,7 +13,7 @@ import pytest
 
 from auditor import arch, cli
 from auditor.facts import code, ptx
-from auditor.facts.features import scan_region
+from auditor.facts.features import UNKNOWN_CALL, scan_region
 from tests.conftest import FIXTURES, wheel
 
 FEATURES = FIXTURES / "cuda" / "features"
@@ -148,3 +148,17 @@ def test_flashinfer_053_2sm_tma_gates_are_never_conservative(capsys):
     used = [g for g in gates if g["features"]]
     assert used and all(g["classification"] == "hardware" for g in used)
     assert not [g for g in gates if g["classification"] == "conservative"]
+
+
+def test_implementations_named_for_other_generations():
+    """Kernels named for 9.x and 10.x are what the region runs: 12.x has no code of its own there;
+    one named for 12.x, or a predicate's name, is not such evidence."""
+    region = "    kernel = AttentionForwardSm90(q)\n    other = fmha.run_gemm_sm100(q)\n    ok = is_sm90_supported()\n"
+    found = {f.token: f for _, f in scan_region(region, 1, "python", ("12.0", "12.1"))}
+    assert found["AttentionForwardSm90"].feature == "an implementation written for 9.0"
+    assert found["AttentionForwardSm90"].on_target == (("12.0", "no"), ("12.1", "no"))
+    assert found["fmha.run_gemm_sm100"].feature == "an implementation written for 10.0"
+    assert found["is_sm90_supported"].feature == UNKNOWN_CALL  # a test, not an implementation
+    mixed = region + "    kernel = AttentionForwardSm120(q)\n"
+    assert not any(f.feature.startswith("an implementation") for _, f in scan_region(mixed, 1, "python", ("12.0",)))
+    assert scan_region(region, 1, "cuda", ("12.0",)) == []  # C names are not read this way
