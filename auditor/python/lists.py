@@ -16,7 +16,7 @@ from tree_sitter import Node
 
 from auditor import arch
 from auditor.facts import names as names_mod
-from auditor.model import Domain, GateKind, Resolution, ResolvedBy
+from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
 from auditor.python.core import Frame
 from auditor.python.gates import Found
 from auditor.python.interp import Interp
@@ -96,11 +96,14 @@ def _listed(it: Interp, mod: Module, node: Node, entry: dict):
     decorator = where.parent if where.parent is not None and where.parent.type == "decorator" else None
     body = where
     context_node = where
+    guards = Guards.TAKE
     if decorator is not None:
         definition = child(decorator.parent, "definition") if decorator.parent is not None else None
         if definition is not None:
             body = definition
             context_node = child(definition, "body") or definition
+            if "check" in entry and not _consulted(mod, text_of(child(definition, "name")), entry["check"]):
+                guards = Guards.DEFINE
     elif unit == "target":
         cls = _up(where, "class_definition")
         body = cls or where
@@ -115,8 +118,25 @@ def _listed(it: Interp, mod: Module, node: Node, entry: dict):
         context=context_of(context_node),
         resolved_by=ResolvedBy.DEFINITION if resolution else ResolvedBy.LITERAL,
         resolutions=(resolution,) if resolution else (),
+        guards=guards,
         body_lines=(line_of(body), body.end_point[0] + 1),
     )
+
+
+def _consulted(mod: Module, name: str, check: str) -> bool:
+    """Whether the check a decorator attaches to function ``name`` can be consulted: its module
+    hands the function on as a value (``common_check=name``, ``{"cudnn": name}``) or calls the
+    check on it. A public function decorated only to carry its list (``@supported_compute_capability([120])``
+    on an API) attaches metadata: nothing turns a device away there."""
+    text = mod.data.decode("utf-8", "replace")
+    word = re.escape(name)
+    if re.search(rf"\b{word}\s*\.\s*{re.escape(check)}\s*\(", text):
+        return True
+    for m in re.finditer(rf"(?<![\w.]){word}\b(?!\s*[(.])", text):
+        line = text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())]
+        if not re.match(rf"\s*(?:async\s+)?def\s+{word}\b|\s*(?:from\s|import\s)", line):
+            return True
+    return False
 
 
 def _enum_members(node: Node) -> tuple[str, ...] | None:

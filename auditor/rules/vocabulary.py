@@ -203,12 +203,15 @@ def minor_singled_out(v: GateView) -> bool:
 
 
 def _sent_apart(v: GateView) -> tuple[Target, ...]:
-    """Requested targets admitted beside an older excluded target of their major: sent the other way."""
+    """Requested targets admitted beside an older excluded target of their major: sent the other
+    way. Not a target the gate admits alone (a predicate that tests for 12.1 and nothing else is
+    about that part, whatever its name)."""
     return tuple(
         t
         for t in v.targets
         if t not in v.excluded
         and not _names_minor(v.gate.expression, t.capability)
+        and v.capabilities != (t.capability,)
         and any(
             _cap(n.capability).major == _cap(t.capability).major and _cap(n.capability) < _cap(t.capability)
             for n in v.excluded

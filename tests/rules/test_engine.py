@@ -78,8 +78,10 @@ def test_minor_trap_names_the_older_minor_and_single_target():
     assert not holds("minor_trap", gate(caps("12.1"), expression="cap == (12, 1)"))  # names it: on purpose
     assert not holds("minor_singled_out", gate(caps("12.1"), expression="cap == (12, 1)"))
     # a flag that carries a split made elsewhere: 12.0 out, 12.1 in is the let-through, not the trap
-    assert holds("minor_singled_out", gate(caps("12.1"), expression="ENABLE_FAST"))
-    assert not holds("minor_trap", gate(caps("12.1"), expression="ENABLE_FAST"))
+    assert holds("minor_singled_out", gate(caps(9, 10, "12.1"), expression="ENABLE_FAST"))
+    assert not holds("minor_trap", gate(caps(9, 10, "12.1"), expression="ENABLE_FAST"))
+    # true on 12.1 alone: a test for that part (``tuned_for_gb10()``), whatever its name says
+    assert not holds("minor_singled_out", gate(caps("12.1"), expression="ENABLE_FAST"))
     by_name = {
         c: gate(caps(c), guards=Guards.REJECT, surely=caps(c), expression=f"sm == {c.replace('.', '')}")
         for c in ("12.0", "12.1")
