@@ -2,7 +2,8 @@
 
 A branch that gives up (``raise``, ``pytest.skip``, ``return False, "needs sm90"``,
 ``unsupported.append(...)``) is a rejection: what matters is what it lets through. A branch
-that only logs is no code path at all. Everything else is the code its condition admits.
+that only logs, or only keeps a reason for an error message, is no code path at all.
+Everything else is the code its condition admits.
 The names are data (``data/branch-roles.json``), so a library's own idiom is a line there.
 """
 
@@ -28,6 +29,7 @@ class _Roles:
     error_returns: frozenset[str]
     neutral: frozenset[str]
     log_owners: frozenset[str]
+    message_names: re.Pattern
 
 
 @cache
@@ -44,6 +46,7 @@ def _roles() -> _Roles:
         error_returns=frozenset(raw["error_returns"]),
         neutral=frozenset(raw["neutral"]),
         log_owners=frozenset(raw["log_owners"]),
+        message_names=either(raw["message_names"]),
     )
 
 
@@ -88,6 +91,9 @@ def _statement(stmt: Node) -> Guards | None:
     expr = stmt.named_children[0]
     if expr.type == "string" and f"{stmt.type}:string" in table.neutral:
         return None
+    if expr.type == "assignment":
+        left = text_of(child(expr, "left")).rpartition(".")[2]
+        return Guards.LOG if table.message_names.fullmatch(left) else Guards.TAKE
     if expr.type != "call":
         return Guards.TAKE
     function = child(expr, "function")
