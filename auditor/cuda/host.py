@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any, Protocol
 
+import re2
 import tree_sitter_cpp
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Range
 
 from auditor import arch, datafiles, fingerprint
 from auditor.arch import Capability
@@ -111,7 +112,11 @@ class _Table:
     logs: re.Pattern
     returns_reject: frozenset[str]
     tokens: re.Pattern
-    token_bytes: re.Pattern = field(repr=False, default=re.compile(b""))
+    """The names, as a pattern to extend (with a file's own helpers)."""
+    token_text: Any = field(repr=False, default=None)
+    """The same, compiled by RE2 (a DFA: one pass over a file whatever the number of names)."""
+    token_bytes: Any = field(repr=False, default=None)
+    """The same over bytes (the pre-filter every C/CUDA file goes through)."""
 
 
 @cache
@@ -136,7 +141,8 @@ def table() -> _Table:
         logs=re.compile("|".join(raw["log_calls"])),
         returns_reject=frozenset(raw["returns_reject"]),
         tokens=re.compile(rf"\b(?:{words})\b"),
-        token_bytes=re.compile(rf"\b(?:{words})\b".encode()),
+        token_text=re2.compile(rf"\b(?:{words})\b"),
+        token_bytes=re2.compile(rf"\b(?:{words})\b".encode()),
     )
 
 
@@ -178,13 +184,13 @@ def scan_bytes(data: bytes) -> HostScan:
     # and the preprocessor's say over each check comes from the file's structure instead.
     data = _DIRECTIVE.sub(lambda m: m.group().translate(_BLANK), data)
     code = _code(data)
-    if not tab.tokens.search(code):
+    if not tab.token_text.search(code):
         return HostScan()  # only comments and strings name a source
     # Only the functions that name a source, and those they call, are parsed: each on its
     # own, at its place (everything else blanked), so that a region tree-sitter cannot read
     # costs only itself. A helper found there (a function of the file that returns a
     # capability value) is a source too: the functions that call it are read in a second round.
-    found = _scan(data, _regions(code, tab.tokens))
+    found = _scan(data, _regions(code, tab.token_text))
     extra = {h.name for h in found.helpers} - tab.names - set(tab.calls)
     if extra:
         more = re.compile(tab.tokens.pattern + "|" + "|".join(rf"\b{re.escape(n)}\b" for n in sorted(extra)))
@@ -194,8 +200,12 @@ def scan_bytes(data: bytes) -> HostScan:
 
 def _scan(data: bytes, regions: list[tuple[int, int]]) -> HostScan:
     """Checks and helpers of the functions in ``regions``."""
+    if not regions:
+        return HostScan()
     data = _only(data, regions)
-    root = _parser().parse(data).root_node
+    parser = _parser()
+    parser.included_ranges = [_range(data, a, b) for a, b in _merged(regions)]  # the rest is blank: not read at all
+    root = parser.parse(data).root_node
     functions = list(_functions(root, data))
     named = [(_function_name(f, data), f) for f in functions]
     file = _File(data, {n: f for n, f in named if n})
@@ -224,6 +234,24 @@ def _scan(data: bytes, regions: list[tuple[int, int]]) -> HostScan:
     for f in todo:
         file.walk_function(f, record=True)
     return HostScan(tuple(sorted(file.checks, key=lambda c: c.line)), tuple(file.helpers.values()))
+
+
+def _merged(regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans, overlapping ones joined."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(regions):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _range(data: bytes, start: int, end: int) -> Range:
+    def point(at: int) -> tuple[int, int]:
+        return data.count(b"\n", 0, at), at - (data.rfind(b"\n", 0, at) + 1)
+
+    return Range(point(start), point(end), start, end)
 
 
 def _chosen_members(functions: list[Node], data: bytes) -> frozenset[str]:
@@ -286,7 +314,7 @@ def _head(code: str, start: int) -> int:
     return label.end() if label else head
 
 
-def _regions(code: str, tokens: re.Pattern[str]) -> list[tuple[int, int]]:
+def _regions(code: str, tokens: Any) -> list[tuple[int, int]]:
     """The spans to parse: each function whose body names a source, with its declaration;
     the functions those call (their parameters may receive a capability); and, for a name
     outside any function (a ``static_assert`` in a class template), its statement."""
