@@ -249,6 +249,9 @@ class Gate:
     namespace it calls. The binary rules judge only these."""
     reach: Reach = Reach.REACHED
     """Unreached code (a vendored header nothing includes) is listed, not judged by the rules."""
+    remarks: tuple[str, ...] = ()
+    """Capabilities the comments beside the gate name (``# SM121 (GB10) is excluded on purpose``)
+    when they close the question: the author wrote about that part (:mod:`auditor.facts.remarks`)."""
 
 
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

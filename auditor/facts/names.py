@@ -35,6 +35,10 @@ class Table:
     """External calls with a known result on an NVIDIA device (``torch.cuda.is_available``: True)."""
     paths: tuple[tuple[re.Pattern, dict], ...]
     """Patterns of architecture names in a file's path."""
+    comments: tuple[tuple[re.Pattern, dict], ...]
+    """Patterns of architecture names in a comment's text."""
+    open_words: re.Pattern
+    """Words that leave a comment's question open (a TODO)."""
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
@@ -83,6 +87,8 @@ def table() -> Table:
         constants=dict(api["constants"]),
         returns=dict(api["returns"]),
         paths=tuple((re.compile(p["pattern"]), p) for p in raw["paths"]["patterns"]),
+        comments=tuple((re.compile(p["pattern"]), p) for p in raw["comments"]["patterns"]),
+        open_words=re.compile(r"\b(?:" + "|".join(map(re.escape, raw["comments"]["open"])) + r")\b"),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
         toolkit=Toolkit(
@@ -144,6 +150,19 @@ def implementation_architectures(name: str) -> frozenset[str]:
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _TESTS = re.compile(r"_*(?:is|has|can|supports?|use|enable)_", re.I)
+
+
+def comment_architectures(text: str) -> frozenset[str]:
+    """The capabilities a comment names when it closes the question (``SM121 (GB10) is
+    excluded on purpose``); none when it leaves it open (``TODO: enable on sm121``)."""
+    lower = text.lower()
+    if table().open_words.search(lower):
+        return frozenset()
+    found: set[str] = set()
+    for pattern, entry in table().comments:
+        for m in pattern.finditer(lower):
+            found |= _named(entry, m)
+    return frozenset(found)
 
 
 def path_architectures(path: str) -> frozenset[str]:

@@ -25,6 +25,7 @@ from auditor.cuda.includes import Scopes
 from auditor.cuda.macros import MacroTable
 from auditor.facts.binaries import binary_records, binary_verdicts, read_binaries, with_extensions
 from auditor.facts.features import with_features
+from auditor.facts.remarks import with_remarks
 from auditor.model import (
     AuditResult,
     Binary,
@@ -243,7 +244,8 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         packages = binary_verdicts(binaries)
 
         def judged(found: tuple[list[Gate], list[FileError]], sources: list) -> tuple[list[Gate], list[Finding]]:
-            gates = with_extensions(with_features(found[0], readable, options.targets), readable, binaries, open_file)
+            gates = with_features(found[0], readable, options.targets)
+            gates = with_extensions(with_remarks(gates, readable, options.targets), readable, binaries, open_file)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"

@@ -30,6 +30,8 @@ class _Roles:
     neutral: frozenset[str]
     log_owners: frozenset[str]
     message_names: re.Pattern
+    reason_returns: frozenset[str]
+    fallback_words: re.Pattern
 
 
 @cache
@@ -47,6 +49,8 @@ def _roles() -> _Roles:
         neutral=frozenset(raw["neutral"]),
         log_owners=frozenset(raw["log_owners"]),
         message_names=either(raw["message_names"]),
+        reason_returns=frozenset(raw["reason_returns"]),
+        fallback_words=re.compile("|".join(f"(?:{p})" for p in raw["fallback_words"]), re.I),
     )
 
 
@@ -57,7 +61,7 @@ def role(block: Node | None) -> Guards:
     if block is None:
         return Guards.TAKE
     kinds = [_statement(s) for s in block.named_children]
-    if Guards.REJECT in kinds:
+    if Guards.REJECT in kinds or _falls_back(block):
         return Guards.REJECT
     acting = [k for k in kinds if k is not None]
     return Guards.LOG if acting and all(k == Guards.LOG for k in acting) else Guards.TAKE
@@ -66,6 +70,27 @@ def role(block: Node | None) -> Guards:
 def rejects(stmt: Node) -> bool:
     """Whether one statement gives up (see :func:`role`)."""
     return _statement(stmt) == Guards.REJECT
+
+
+def _falls_back(block: Node) -> bool:
+    """A branch that says it falls back (``logger.warning("…; falling back to SDPA")``) and
+    returns: the path its condition leads to is the fallback."""
+    statements = [s for s in block.named_children if s.type != "comment"]
+    if not statements or statements[-1].type != "return_statement":
+        return False
+    return any(
+        _statement(s) == Guards.LOG and _roles().fallback_words.search(text_of(s)) is not None for s in statements[:-1]
+    )
+
+
+def _reason_return(stmt: Node) -> bool:
+    """``return "device is not SM120"``: a sentence saying why not (``return "fa3"`` names a route)."""
+    values = [c for c in stmt.named_children if c.type != "comment"]
+    return (
+        len(values) == 1
+        and values[0].type in _roles().reason_returns
+        and any(c.type == "string_content" and " " in text_of(c) for c in values[0].named_children)
+    )
 
 
 def error_return(stmt: Node) -> bool:
@@ -84,7 +109,11 @@ def _statement(stmt: Node) -> Guards | None:
     table = _roles()
     if stmt.type in table.neutral:
         return None
-    if stmt.type == "raise_statement" or error_return(stmt):
+    if (
+        stmt.type == "raise_statement"
+        or error_return(stmt)
+        or (stmt.type == "return_statement" and _reason_return(stmt))
+    ):
         return Guards.REJECT
     if stmt.type != "expression_statement" or not stmt.named_children:
         return Guards.TAKE

@@ -58,6 +58,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["extensions"] = list(gate.extensions)
     if gate.reach:
         doc["reach"] = gate.reach
+    if gate.remarks:
+        doc["remarks"] = list(gate.remarks)
     if gate.toolkits:
         doc["toolkits"] = {target: list(releases) for target, releases in gate.toolkits}
         doc["toolkit_verdicts"] = toolkit_notes(gate, targets, toolkits)

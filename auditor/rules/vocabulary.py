@@ -238,6 +238,13 @@ def minor_by_convention(v: GateView) -> bool:
     return v.gate.kind == GateKind.RUNTIME_CHECK and v.gate.resolved_by == ResolvedBy.NAME
 
 
+def remarked(v: GateView) -> bool:
+    """A comment beside the gate names an excluded target and leaves nothing open (``# SM121
+    (GB10) is intentionally excluded``): the author decided about that part
+    (:mod:`auditor.facts.remarks`)."""
+    return any(t.capability in v.gate.remarks for t in v.excluded)
+
+
 def own_architecture(v: GateView) -> bool:
     """The gate sits in code written for other architectures: the file's path or its
     function's name names architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``,
@@ -596,6 +603,7 @@ PREDICATES: dict[str, Predicate] = {
     "minor_trap": minor_trap,
     "minor_singled_out": minor_singled_out,
     "own_architecture": own_architecture,
+    "remarked": remarked,
     "minor_only": minor_only,
     "minor_by_convention": minor_by_convention,
     "admits_target_major": admits_target_major,

@@ -1,0 +1,63 @@
+"""What the comments beside a gate say about the parts it decides.
+
+A comment that names the part a gate turns away was written by someone who thought about that
+part (``# SM121 (GB10) is intentionally excluded: cutlass is faster there``, ``// do not widen
+to SM12x: corrupts long decodes on SM121``): the exclusion is a decision, not an oversight, and
+a finding that invites widening it points the wrong way. A comment that leaves the question
+open (``# TODO: enable on sm_121``) closes nothing (``data/predicate-names.json`` ``comments``).
+Only the comment blocks right above and right below the gate, and comments on its own lines,
+count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from auditor import arch
+from auditor.facts import names
+from auditor.model import Gate, Language, SourceFile, Target
+
+ABOVE = 8
+"""How many lines above a gate its comment block may reach."""
+_PY_COMMENT = re.compile(r"#")
+_C_COMMENT = re.compile(r"//|/\*")
+
+
+def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Sequence[Target]) -> list[Gate]:
+    """The gates, each that excludes a requested target with the capabilities its comments name."""
+    by_path = {f.path: f for f in files}
+    wanted: dict[str, list[int]] = {}
+    for i, g in enumerate(gates):
+        if g.file in by_path and not all(arch.admits_target(g.domain, g.admits, t) for t in targets):
+            wanted.setdefault(g.file, []).append(i)
+    out = list(gates)
+    for path, indices in wanted.items():
+        lines = by_path[path].data.decode("utf-8", "replace").split("\n")
+        for i in indices:
+            named = names.comment_architectures(_comments(lines, out[i]))
+            if named:
+                out[i] = replace(out[i], remarks=tuple(sorted(named, key=arch.Capability.parse)))
+    return out
+
+
+def _comments(lines: list[str], gate: Gate) -> str:
+    """The comment block right above the gate, and the comments on its own lines."""
+    python = gate.language == Language.PYTHON
+    starts = ("#",) if python else ("//", "/*", "*")
+    marker = _PY_COMMENT if python else _C_COMMENT
+    found: list[str] = []
+    n = gate.line - 2
+    while n >= 0 and gate.line - 2 - n < ABOVE and lines[n].strip().startswith(starts):
+        found.append(lines[n])
+        n -= 1
+    for text in lines[max(gate.line - 1, 0) : gate.end_line]:
+        m = marker.search(text)
+        if m and not any(q in text[: m.start()] for q in "\"'"):
+            found.append(text[m.start() :])
+    n = gate.end_line + (gate.end_line < len(lines) and not lines[gate.end_line].strip())
+    while n < len(lines) and n < gate.end_line + ABOVE and lines[n].strip().startswith(starts):
+        found.append(lines[n])  # the block right below a flag's definition explains it
+        n += 1
+    return "\n".join(found)
