@@ -249,6 +249,9 @@ class Gate:
     namespace it calls. The binary rules judge only these."""
     reach: Reach = Reach.REACHED
     """Unreached code (a vendored header nothing includes) is listed, not judged by the rules."""
+    built_by: tuple[str, ...] = ()
+    """Where the build flags are (``flashinfer/jit/comm.py:60``) when only sources those flags
+    build for other architectures reach the gate: a requested target meets it once they are widened."""
     remarks: tuple[str, ...] = ()
     """Capabilities the comments beside the gate name (``# SM121 (GB10) is excluded on purpose``)
     when they close the question: the author wrote about that part (:mod:`auditor.facts.remarks`)."""

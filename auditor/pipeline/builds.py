@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from auditor import arch
 from auditor.facts import names
@@ -30,15 +31,28 @@ _SOURCE = re.compile(rb"""["']([^"'\n]*\.(?:cu|cpp|cc|cxx|c))["']""")
 """A C/CUDA source file named in a Python string (``"softmax.cu"``, ``f"moe_{arch}.cu"``)."""
 
 
-def unserved_sources(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Sequence[Target]) -> set[str]:
-    """The C/CUDA source names that the package's Python writes only inside functions whose
-    build flags build for one generation that none of ``targets`` is of (``{name}``
-    placeholders kept). ``python``: the package's own modules (path -> bytes)."""
+@dataclass(frozen=True, slots=True)
+class Restrictions:
+    """What the package's JIT specs say about where its sources are built."""
+
+    unbuilt: frozenset[str] = frozenset()
+    """Source names built for one generation that no requested target is of: not judged."""
+    behind: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Source names built by flags of several generations that leave every requested target out,
+    with where those flags are (``flashinfer/jit/comm.py:60``): judged, and what a target meets
+    once those flags are widened."""
+
+
+def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Sequence[Target]) -> Restrictions:
+    """Per C/CUDA source name that the package's Python writes only inside functions whose build
+    flags serve no requested target (``{name}`` placeholders kept), how it is restricted.
+    ``python``: the package's own modules (path -> bytes)."""
     flags: dict[str, list[Gate]] = {}
     for g in gates:
         if _builds(g):
             flags.setdefault(g.file, []).append(g)
-    restricted: set[str] = set()
+    one: set[str] = set()
+    several: dict[str, set[str]] = {}
     anywhere: set[str] = set()
     for path, data in python.items():
         found = [
@@ -48,22 +62,29 @@ def unserved_sources(gates: Iterable[Gate], python: Mapping[str, bytes], targets
             continue
         spans = _unserving(data, flags.get(path, []), targets)
         for line, name in found:
-            (restricted if any(a <= line <= b for a, b in spans) else anywhere).add(name)
-    return restricted - anywhere
+            span = next(((caps, sites) for (a, b), caps, sites in spans if a <= line <= b), None)
+            if span is None:
+                anywhere.add(name)
+            elif len({arch.generation(c) for c in span[0]}) == 1:
+                one.add(name)
+            else:
+                several.setdefault(name, set()).update(span[1])
+    return Restrictions(
+        frozenset(one - anywhere - set(several)),
+        {n: tuple(sorted(sites)) for n, sites in several.items() if n not in anywhere},
+    )
 
 
 def serves(fixed: Iterable[str], targets: Sequence[Target]) -> bool:
     """Whether a C file's run-time compiled programs may be built for a requested target: no
     fixed architecture in its compile options (``FileScan.compiles_for``), or one that serves one."""
     built = {arch.capability_of(t) for t in fixed if t in arch.target_order()}
-    return not built or _serves(built, targets)
+    return not built or len({arch.generation(c) for c in built}) > 1 or _serves(built, targets)
 
 
 def _serves(built: set[str], targets: Sequence[Target]) -> bool:
-    """Whether a build serves a target: one of its targets, or more than one generation."""
-    return len({arch.generation(c) for c in built}) > 1 or any(
-        arch.generation(c) == arch.generation(t.capability) for c in built for t in targets
-    )
+    """Whether a build serves a target: one of its target's generation."""
+    return any(arch.generation(c) == arch.generation(t.capability) for c in built for t in targets)
 
 
 def _builds(g: Gate) -> bool:
@@ -73,8 +94,11 @@ def _builds(g: Gate) -> bool:
     )
 
 
-def _unserving(data: bytes, flags: list[Gate], targets: Sequence[Target]) -> list[tuple[int, int]]:
-    """Line spans of the functions whose build flags (their innermost function's) serve no target."""
+def _unserving(
+    data: bytes, flags: list[Gate], targets: Sequence[Target]
+) -> list[tuple[tuple[int, int], set[str], set[str]]]:
+    """The functions whose build flags (their innermost function's) serve no target: line span,
+    the capabilities built, where the flags are."""
     if not flags:
         return []
     functions: list[tuple[int, int]] = []
@@ -84,9 +108,11 @@ def _unserving(data: bytes, flags: list[Gate], targets: Sequence[Target]) -> lis
         if n.type == "function_definition":
             functions.append((n.start_point[0] + 1, n.end_point[0] + 1))
         stack.extend(n.children)
-    built: dict[tuple[int, int], set[str]] = {}
+    built: dict[tuple[int, int], tuple[set[str], set[str]]] = {}
     for g in flags:
         around = [f for f in functions if f[0] <= g.line <= f[1]]
         if around:
-            built.setdefault(max(around), set()).update(capabilities_of(g))
-    return [span for span, caps in built.items() if caps and not _serves(caps, targets)]
+            caps, sites = built.setdefault(max(around), (set(), set()))
+            caps.update(capabilities_of(g))
+            sites.add(f"{g.file}:{g.line}")
+    return [(span, caps, sites) for span, (caps, sites) in built.items() if caps and not _serves(caps, targets)]

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from auditor.cuda.includes import resolve
 from auditor.model import Reach
@@ -49,7 +50,8 @@ def headers(
     binaries: Iterable[str] = (),
     unbuilt: Iterable[str] = (),
     fixed: Iterable[str] = (),
-) -> dict[str, Reach]:
+    behind: Mapping[str, tuple[str, ...]] | None = None,
+) -> Reached:
     """Per unreached vendored C/C++ file of ``paths`` (with their ``#include`` names), why:
     :attr:`Reach.UNINCLUDED`. ``python``: (path, bytes) of the package's own Python files, for
     the includes their JIT sources write; ``read`` gives a C file's bytes, for the includes its
@@ -58,11 +60,13 @@ def headers(
     (DeepGEMM's extension does).
 
     ``unbuilt``: the source names the package builds only for other architectures
-    (:func:`.builds.unserved_sources`); ``fixed`` the C files whose run-time compiled programs
+    (:attr:`.builds.Restrictions.unbuilt`); ``fixed`` the C files whose run-time compiled programs
     are built for no requested target (:func:`.builds.serves`): what their strings include
     (raw strings too, which the directive scan takes for includes of the file) is built for that
     architecture alone. What only those reach is :attr:`Reach.UNBUILT`, the package's own code
-    too."""
+    too. ``behind``: source names built only by flags that leave the targets out, with where
+    the flags are (:attr:`.builds.Restrictions.behind`); what only those reach is judged, with
+    those flags named (:attr:`Reached.behind`)."""
     edges = resolve(paths, includes)
     others = set(_named(paths, set(unbuilt))) if unbuilt else set()
     compiled = set(fixed)
@@ -76,7 +80,7 @@ def headers(
     roots += _named(paths, {n for n in jit if "{" not in n})
     patterns = _named(paths, {n for n in jit if "{" in n})  # ``#include "{name}"``: any file but the restricted
     if not roots and not patterns and not others:
-        return {}
+        return Reached()
     built = {_inner(b) for b in binaries} - {""}
     roots += [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
     seen = _closure(roots + [i for i in patterns if i not in others], edges)
@@ -97,9 +101,46 @@ def headers(
             break
         seen = again
     elsewhere = _closure(others, edges) - seen
-    return {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere} | {
+    reach = {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere} | {
         p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere and vendored(p)[0]
     }
+    named = {n for n in jit if "{" in n and _PLACEHOLDER.sub("", posixpath.basename(n))}  # not a bare "{file}"
+    return Reached(reach, _behind(paths, edges, roots, _named(paths, named), others, behind or {}))
+
+
+_PLACEHOLDER = re.compile(r"\{[^}]*\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """What the include graph says about the input's C/CUDA files."""
+
+    reach: dict[str, Reach] = field(default_factory=dict)
+    """Per file that is not judged, why."""
+    behind: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per file that only sources built by flags leaving the targets out reach, where those flags are."""
+
+
+def _behind(
+    paths: Sequence[str],
+    edges: Sequence[Sequence[int]],
+    roots: list[int],
+    patterns: list[int],
+    others: set[int],
+    lists: Mapping[str, tuple[str, ...]],
+) -> dict[str, tuple[str, ...]]:
+    """Per file reached only through sources that ``lists`` restrict, the flags' places. An
+    include a JIT source writes with a name of its own reaches it too; a bare ``"{file}"``
+    names no file in particular."""
+    if not lists:
+        return {}
+    units = {i: sites for name, sites in lists.items() for i in _named(paths, {name})}
+    front = _closure([i for i in roots + patterns if i not in units and i not in others], edges)
+    out: dict[int, set[str]] = {}
+    for i, sites in units.items():
+        for j in _closure([i], edges) - front:
+            out.setdefault(j, set()).update(sites)
+    return {paths[j]: tuple(sorted(sites)) for j, sites in out.items()}
 
 
 def _named(paths: Sequence[str], names: set[str]) -> list[int]:

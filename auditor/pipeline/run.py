@@ -130,16 +130,23 @@ def cuda_gates(
     found = cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors)
     python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
-    unreached = reach.headers(
+    restricted = builds.restrictions(python_gates, python, targets) if targets else builds.Restrictions()
+    reached = reach.headers(
         [s.path for s in scans],
         [s.structure.includes for s in scans],
         python.items(),
         lambda p: _bytes(by_path[p]),
         [f.path for f in files if f.language == "binary"],
-        builds.unserved_sources(python_gates, python, targets) if targets else (),
+        restricted.unbuilt,
         [s.path for s in scans if s.compiles_for and targets and not builds.serves(s.compiles_for, targets)],
+        restricted.behind,
     )
-    return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in found], errors
+    return [
+        replace(g, reach=reached.reach.get(g.file, g.reach), built_by=reached.behind.get(g.file, ()))
+        if g.file in reached.reach or g.file in reached.behind
+        else g
+        for g in found
+    ], errors
 
 
 def _bytes(f) -> bytes:

@@ -60,6 +60,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["reach"] = gate.reach
     if gate.remarks:
         doc["remarks"] = list(gate.remarks)
+    if gate.built_by:
+        doc["built_by"] = list(gate.built_by)
     if gate.toolkits:
         doc["toolkits"] = {target: list(releases) for target, releases in gate.toolkits}
         doc["toolkit_verdicts"] = toolkit_notes(gate, targets, toolkits)

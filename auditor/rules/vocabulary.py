@@ -245,6 +245,14 @@ def remarked(v: GateView) -> bool:
     return any(t.capability in v.gate.remarks for t in v.excluded)
 
 
+def remarked_sent_apart(v: GateView) -> bool:
+    """A comment beside the gate names a target it sends apart from its older sibling (``# GB10
+    (12.1) keeps DeepGEMM: it has tcgen05`` beside ``if sm_version == 120: return False``): that
+    part was decided about. A comment that names only the excluded minor explains its exclusion,
+    which holds for the sibling too."""
+    return any(t.capability in v.gate.remarks for t in _sent_apart(v))
+
+
 def own_architecture(v: GateView) -> bool:
     """The gate sits in code written for other architectures: the file's path or its
     function's name names architectures (``sm90_gemm_tma.hpp``, ``fmha_sm100/``,
@@ -604,6 +612,7 @@ PREDICATES: dict[str, Predicate] = {
     "minor_singled_out": minor_singled_out,
     "own_architecture": own_architecture,
     "remarked": remarked,
+    "remarked_sent_apart": remarked_sent_apart,
     "minor_only": minor_only,
     "minor_by_convention": minor_by_convention,
     "admits_target_major": admits_target_major,
@@ -720,6 +729,17 @@ def _root_cause(v: GateView) -> str:
     return f"; decided where its macros are defined: {shown}{more}"
 
 
+def _built_by(v: GateView) -> str:
+    """Where the build flags are that keep the excluded targets from compiling this code at all:
+    they are the first thing to widen, and the gate what the targets meet next."""
+    if not v.gate.built_by or not v.excluded:
+        return ""
+    sites = ", ".join(v.gate.built_by[:3]) + (
+        f" and {len(v.gate.built_by) - 3} more" if len(v.gate.built_by) > 3 else ""
+    )
+    return f"; {_labels(v.excluded)} {_verb(v.excluded, 'is', 'are')} not built here yet: the build flags at {sites} leave {_verb(v.excluded, 'it', 'them')} out and come first, this gate next"
+
+
 def _few(caps: tuple[str, ...]) -> str:
     return ", ".join(caps) if len(caps) <= 4 else f"{caps[0]}…{caps[-1]}"
 
@@ -783,6 +803,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",
     "root_cause": _root_cause,
+    "built_by": _built_by,
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
     "extensions": lambda v: ", ".join(v.gate.extensions) or "none",
     "targets_unloadable": lambda v: _labels(
@@ -792,5 +813,5 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
 }
 """``{placeholders}`` a rule's message may use, each rendered as one line of text."""
 
-CLAUSES = frozenset({"root_cause"})
+CLAUSES = frozenset({"root_cause", "built_by"})
 """Fields that render as a trailing clause of a message: empty when there is nothing to add."""

@@ -28,6 +28,9 @@ def test_what_only_one_other_generation_builds_is_not_judged():
     }
     rules = {(f.file, f.rule) for f in result.findings}
     assert ("pkg/csrc/comm.cu", "ARCH001") in rules
+    comm = next(f for f in result.findings if f.file == "pkg/csrc/comm.cu")
+    assert "12.0, 12.1 are not built here yet: the build flags at pkg/jit/modules.py:14 leave them out" in comm.message
+    assert {g.file: g.built_by for g in result.gates if g.built_by} == {"pkg/csrc/comm.cu": ("pkg/jit/modules.py:14",)}
     assert ("pkg/jit/modules.py", "ARCH002") in rules  # the [9, 10] list itself
     assert not {f for f, _ in rules} & {f for f, r in reach.items() if r == Reach.UNBUILT}
     assert {f.file for f in _scan(unreached=True).findings} >= {"pkg/csrc/softmax_tail.cuh"}

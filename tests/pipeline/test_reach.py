@@ -69,7 +69,7 @@ def test_headers_alone_say_nothing_about_their_use(tmp_path):
 def test_own_headers_are_always_reached():
     """Only vendored files can be unreached: the package's own headers are its interface."""
     paths = ["pkg/csrc/a.cu", "pkg/include/api.cuh", "pkg/third_party/x.cuh"]
-    assert headers(paths, [(), (), ()], []) == {"pkg/third_party/x.cuh": Reach.UNINCLUDED}
+    assert headers(paths, [(), (), ()], []).reach == {"pkg/third_party/x.cuh": Reach.UNINCLUDED}
 
 
 def test_vendored_modules_reached_only_from_own_code():
@@ -106,7 +106,7 @@ def test_import_forms():
 def test_a_vendored_tree_with_an_extension_of_its_own_is_reached():
     """DeepGEMM's extension compiles the headers of its tree at run time."""
     paths = ["pkg/csrc/a.cu", "pkg/third_party/deep_gemm/include/impl.cuh", "pkg/third_party/other/x.cuh"]
-    found = headers(paths, [(), (), ()], [], binaries=["pkg/third_party/deep_gemm/_C.abi3.so"])
+    found = headers(paths, [(), (), ()], [], binaries=["pkg/third_party/deep_gemm/_C.abi3.so"]).reach
     assert found == {"pkg/third_party/other/x.cuh": Reach.UNINCLUDED}
 
 
