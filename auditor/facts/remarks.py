@@ -6,7 +6,7 @@ to SM12x: corrupts long decodes on SM121``): the exclusion is a decision, not an
 a finding that invites widening it points the wrong way. A comment that leaves the question
 open (``# TODO: enable on sm_121``) closes nothing (``data/predicate-names.json`` ``comments``).
 Only the comment blocks right above and right below the gate, and comments on its own lines,
-count.
+count; and the same beside the definition of a flag or predicate the gate reads.
 """
 
 from __future__ import annotations
@@ -33,31 +33,45 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
         if g.file in by_path and not all(arch.admits_target(g.domain, g.admits, t) for t in targets):
             wanted.setdefault(g.file, []).append(i)
     out = list(gates)
+    texts: dict[str, list[str]] = {}
+
+    def lines_of(path: str) -> list[str]:
+        if path not in texts:
+            texts[path] = by_path[path].data.decode("utf-8", "replace").split("\n")
+        return texts[path]
+
     for path, indices in wanted.items():
-        lines = by_path[path].data.decode("utf-8", "replace").split("\n")
         for i in indices:
-            named = names.comment_architectures(_comments(lines, out[i]))
+            g = out[i]
+            said = [_comments(lines_of(path), g.line, g.end_line, g.language)]
+            # a flag's or predicate's definition speaks for its uses
+            said += [
+                _comments(lines_of(r.file), r.line, r.line, g.language)
+                for r in g.resolutions
+                if r.line > 0 and r.file in by_path and (r.file, r.line) != (g.file, g.line)
+            ]
+            named = names.comment_architectures("\n".join(said))
             if named:
-                out[i] = replace(out[i], remarks=tuple(sorted(named, key=arch.Capability.parse)))
+                out[i] = replace(g, remarks=tuple(sorted(named, key=arch.Capability.parse)))
     return out
 
 
-def _comments(lines: list[str], gate: Gate) -> str:
-    """The comment block right above the gate, and the comments on its own lines."""
-    python = gate.language == Language.PYTHON
+def _comments(lines: list[str], line: int, end_line: int, language: Language) -> str:
+    """The comment blocks right above and right below lines ``line..end_line``, and the comments on them."""
+    python = language == Language.PYTHON
     starts = ("#",) if python else ("//", "/*", "*")
     marker = _PY_COMMENT if python else _C_COMMENT
     found: list[str] = []
-    n = gate.line - 2
-    while n >= 0 and gate.line - 2 - n < ABOVE and lines[n].strip().startswith(starts):
+    n = line - 2
+    while n >= 0 and line - 2 - n < ABOVE and lines[n].strip().startswith(starts):
         found.append(lines[n])
         n -= 1
-    for text in lines[max(gate.line - 1, 0) : gate.end_line]:
+    for text in lines[max(line - 1, 0) : end_line]:
         m = marker.search(text)
         if m and not any(q in text[: m.start()] for q in "\"'"):
             found.append(text[m.start() :])
-    n = gate.end_line + (gate.end_line < len(lines) and not lines[gate.end_line].strip())
-    while n < len(lines) and n < gate.end_line + ABOVE and lines[n].strip().startswith(starts):
+    n = end_line + (end_line < len(lines) and not lines[end_line].strip())
+    while n < len(lines) and n < end_line + ABOVE and lines[n].strip().startswith(starts):
         found.append(lines[n])  # the block right below a flag's definition explains it
         n += 1
     return "\n".join(found)

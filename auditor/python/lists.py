@@ -132,7 +132,7 @@ def _consulted(mod: Module, name: str, check: str) -> bool:
     word = re.escape(name)
     if re.search(rf"\b{word}\s*\.\s*{re.escape(check)}\s*\(", text):
         return True
-    for m in re.finditer(rf"(?<![\w.]){word}\b(?!\s*[(.])", text):
+    for m in re.finditer(rf"(?<![\w.'\"]){word}\b(?!\s*[(.'\"])", text):  # not a call, not a string (``__all__``)
         line = text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())]
         if not re.match(rf"\s*(?:async\s+)?def\s+{word}\b|\s*(?:from\s|import\s)", line):
             return True

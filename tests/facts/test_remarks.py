@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from auditor import arch
 from auditor.facts.remarks import with_remarks
-from auditor.model import Domain, Gate, GateKind, Language, SourceFile
+from auditor.model import Domain, Gate, GateKind, Language, Resolution, SourceFile
 
 SOURCE = """\
 def select(major, minor):
@@ -47,3 +49,5 @@ def test_comments_that_close_the_question_name_their_parts():
     assert found[6] == ()  # a TODO leaves it open
     assert found[8] == ("12.1",)  # the block right below a flag's definition
     assert found[12] == ("12.1",)  # a comment on the gate's own line (the block above ends at code)
+    use = replace(_gate(13), resolutions=(Resolution("use_b12x", "pkg/select.py", 8, "use_b12x = ..."),))
+    assert with_remarks([use], files, arch.parse_targets("12.1"))[0].remarks == ("12.1",)  # its flag's definition
