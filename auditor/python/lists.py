@@ -15,6 +15,7 @@ import re
 from tree_sitter import Node
 
 from auditor import arch
+from auditor.facts import code as source_code
 from auditor.facts import names as names_mod
 from auditor.model import Domain, GateKind, Guards, Resolution, ResolvedBy
 from auditor.python.core import Frame
@@ -128,11 +129,13 @@ def _consulted(mod: Module, name: str, check: str) -> bool:
     hands the function on as a value (``common_check=name``, ``{"cudnn": name}``) or calls the
     check on it. A public function decorated only to carry its list (``@supported_compute_capability([120])``
     on an API) attaches metadata: nothing turns a device away there."""
-    text = mod.data.decode("utf-8", "replace")
+    text = source_code.blank(mod.data.decode("utf-8", "replace"), "python")[
+        0
+    ]  # docstrings and ``__all__`` name no value
     word = re.escape(name)
     if re.search(rf"\b{word}\s*\.\s*{re.escape(check)}\s*\(", text):
         return True
-    for m in re.finditer(rf"(?<![\w.'\"]){word}\b(?!\s*[(.'\"])", text):  # not a call, not a string (``__all__``)
+    for m in re.finditer(rf"(?<![\w.]){word}\b(?!\s*[(.])", text):  # not a call
         line = text[text.rfind("\n", 0, m.start()) + 1 : text.find("\n", m.end())]
         if not re.match(rf"\s*(?:async\s+)?def\s+{word}\b|\s*(?:from\s|import\s)", line):
             return True
