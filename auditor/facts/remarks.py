@@ -19,8 +19,8 @@ from auditor import arch
 from auditor.facts import names
 from auditor.model import Gate, Language, SourceFile, Target
 
-ABOVE = 8
-"""How many lines above a gate its comment block may reach."""
+NEAR = 8
+"""How many lines above or below a gate its comment blocks may reach."""
 _PY_COMMENT = re.compile(r"#")
 _C_COMMENT = re.compile(r"//|/\*")
 
@@ -63,7 +63,7 @@ def _comments(lines: list[str], line: int, end_line: int, language: Language) ->
     marker = _PY_COMMENT if python else _C_COMMENT
     found: list[str] = []
     n = line - 2
-    while n >= 0 and line - 2 - n < ABOVE and lines[n].strip().startswith(starts):
+    while n >= 0 and line - 2 - n < NEAR and lines[n].strip().startswith(starts):
         found.append(lines[n])
         n -= 1
     for text in lines[max(line - 1, 0) : end_line]:
@@ -71,7 +71,7 @@ def _comments(lines: list[str], line: int, end_line: int, language: Language) ->
         if m and not any(q in text[: m.start()] for q in "\"'"):
             found.append(text[m.start() :])
     n = end_line + (end_line < len(lines) and not lines[end_line].strip())
-    while n < len(lines) and n < end_line + ABOVE and lines[n].strip().startswith(starts):
+    while n < len(lines) and n < end_line + NEAR and lines[n].strip().startswith(starts):
         found.append(lines[n])  # the block right below a flag's definition explains it
         n += 1
     return "\n".join(found)
