@@ -45,3 +45,18 @@ def wheel(requirement: str) -> Path:
         found = sorted(p for p in WHEEL_CACHE.glob("*.whl") if p.name.lower().startswith(stem))
     assert found, f"no wheel for {requirement}"
     return found[0]
+
+
+GATED_PY = "import torch\n\n\ndef f{i}():\n    if torch.cuda.get_device_capability()[0] >= 9:\n        return 1\n    return 0\n"
+"""A Python module with one capability gate (``{i}`` makes each copy its own)."""
+GATED_CU = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n__device__ void k{i}() {{}}\n#endif\n"
+"""A CUDA file with one preprocessor gate."""
+
+
+def gated_tree(root: Path, n: int) -> Path:
+    """A small input of ``n`` gated Python modules and ``n`` gated CUDA files under ``root/pkg``."""
+    (root / "pkg").mkdir(parents=True)
+    for i in range(n):
+        (root / "pkg" / f"m{i}.py").write_text(GATED_PY.format(i=i))
+        (root / "pkg" / f"k{i}.cu").write_text(GATED_CU.format(i=i))
+    return root

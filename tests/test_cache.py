@@ -12,17 +12,7 @@ import pytest
 
 from auditor import cli, config
 from auditor.pipeline.cache import Cache
-
-CU = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n__device__ void k{i}() {{}}\n#endif\n"
-PY = "import torch\n\n\ndef f{i}():\n    if torch.cuda.get_device_capability()[0] >= 9:\n        return 1\n    return 0\n"
-
-
-def tree(root: Path, n: int = 5) -> Path:
-    (root / "pkg").mkdir(parents=True)
-    for i in range(n):
-        (root / "pkg" / f"k{i}.cu").write_text(CU.format(i=i))
-        (root / "pkg" / f"m{i}.py").write_text(PY.format(i=i))
-    return root
+from tests.conftest import gated_tree
 
 
 def value(i: int) -> dict:
@@ -88,7 +78,7 @@ def scan(capsys, *args: str) -> tuple[int, str]:
 
 
 def test_scans_under_a_tiny_cap_stay_under_it_and_give_the_same_result(tmp_path, capsys):
-    root = tree(tmp_path / "t")
+    root = gated_tree(tmp_path / "t", 5)
     cache = tmp_path / "cache"
     _, cold = scan(capsys, str(root), "--no-cache")
     for _ in range(2):
@@ -102,7 +92,7 @@ def test_scans_under_a_tiny_cap_stay_under_it_and_give_the_same_result(tmp_path,
 
 
 def test_cache_info_and_clean_on_the_command_line(tmp_path, capsys):
-    root = tree(tmp_path / "t")
+    root = gated_tree(tmp_path / "t", 5)
     cache = tmp_path / "cache"
     scan(capsys, str(root), "--cache-dir", str(cache))
     entries, size = stored(cache)

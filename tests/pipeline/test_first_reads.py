@@ -9,23 +9,12 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from auditor import cli
 from auditor.pipeline import kept, workers
-
-PY = "import torch\n\n\ndef f{i}():\n    if torch.cuda.get_device_capability()[0] >= 9:\n        return 1\n    return 0\n"
-CU = "#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200\n__device__ void k{i}() {{}}\n#endif\n"
-
-
-def tree(root: Path, n: int = 4) -> Path:
-    (root / "pkg").mkdir(parents=True)
-    for i in range(n):
-        (root / "pkg" / f"m{i}.py").write_text(PY.format(i=i))
-        (root / "pkg" / f"k{i}.cu").write_text(CU.format(i=i))
-    return root
+from tests.conftest import GATED_PY, gated_tree
 
 
 @pytest.fixture
@@ -49,7 +38,7 @@ def scan(capsys, *args: str) -> dict:
 
 
 def test_an_unchanged_tree_is_not_read_again(tmp_path, capsys, reads):
-    root = tree(tmp_path / "t")
+    root = gated_tree(tmp_path / "t", 4)
     cache = str(tmp_path / "cache")
     first = scan(capsys, str(root), "--cache-dir", cache)
     assert len(reads) >= 8
@@ -59,12 +48,12 @@ def test_an_unchanged_tree_is_not_read_again(tmp_path, capsys, reads):
 
 
 def test_a_file_changed_in_place_is_read_again_even_with_its_mtime_put_back(tmp_path, capsys, reads):
-    root = tree(tmp_path / "t")
+    root = gated_tree(tmp_path / "t", 4)
     cache = str(tmp_path / "cache")
     scan(capsys, str(root), "--cache-dir", cache)
     target = root / "pkg" / "m2.py"
     st = target.stat()
-    target.write_text(PY.format(i=2).replace(">= 9", ">= 8"))  # same size
+    target.write_text(GATED_PY.format(i=2).replace(">= 9", ">= 8"))  # same size
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # ctime still moves
     reads.clear()
     warm = scan(capsys, str(root), "--cache-dir", cache)
@@ -75,7 +64,7 @@ def test_a_file_changed_in_place_is_read_again_even_with_its_mtime_put_back(tmp_
 
 def test_a_file_changed_just_now_is_read_not_recalled(tmp_path, capsys, reads, monkeypatch):
     monkeypatch.setattr(kept, "SETTLED_NS", 3600 * 10**9)  # everything here is "just now"
-    root = tree(tmp_path / "t")
+    root = gated_tree(tmp_path / "t", 4)
     cache = str(tmp_path / "cache")
     first = scan(capsys, str(root), "--cache-dir", cache)
     reads.clear()
@@ -84,7 +73,7 @@ def test_a_file_changed_just_now_is_read_not_recalled(tmp_path, capsys, reads, m
 
 
 def test_an_unchanged_wheel_is_not_read_again_and_a_rewritten_one_is(tmp_path, capsys, reads):
-    root = tree(tmp_path / "t")
+    root = gated_tree(tmp_path / "t", 4)
     whl = tmp_path / "pkg-1.0-py3-none-any.whl"
 
     def pack(replace: str = "") -> None:
@@ -115,7 +104,7 @@ def test_a_corrupt_shared_object_member_is_the_same_error_with_and_without_a_cac
     data = elf(filler=4096)
     with zipfile.ZipFile(whl, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr("pkg/_C.abi3.so", data)
-        zf.writestr("pkg/m.py", PY.format(i=0))
+        zf.writestr("pkg/m.py", GATED_PY.format(i=0))
     raw = whl.read_bytes()
     at = raw.index(data) + 100
     whl.write_bytes(raw[:at] + bytes([raw[at] ^ 0xFF]) + raw[at + 1 :])
