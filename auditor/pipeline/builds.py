@@ -77,7 +77,8 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
 
 def serves(fixed: Iterable[str], targets: Sequence[Target]) -> bool:
     """Whether a C file's run-time compiled programs may be built for a requested target: no
-    fixed architecture in its compile options (``FileScan.compiles_for``), or one that serves one."""
+    fixed architecture in its compile options (``FileScan.compiles_for``), architectures of
+    several generations (a list to judge where it is written), or one of a target's generation."""
     built = {arch.capability_of(t) for t in fixed if t in arch.target_order()}
     return not built or len({arch.generation(c) for c in built}) > 1 or _serves(built, targets)
 
