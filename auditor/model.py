@@ -247,6 +247,10 @@ class Gate:
     extensions: tuple[str, ...] = ()
     """Shipped binaries (paths) the guarded code reaches: the module it imports, the ``torch.ops``
     namespace it calls. The binary rules judge only these."""
+    prebuilt_elsewhere: tuple[str, ...] = ()
+    """Top-level modules of packages with prebuilt kernels that the guarded code calls and the
+    scan does not hold (``sgl_kernel``): their build, not this gate, decides whether a
+    turned-away target could run that code."""
     reach: Reach = Reach.REACHED
     """Unreached code (a vendored header nothing includes) is listed, not judged by the rules."""
     built_by: tuple[str, ...] = ()

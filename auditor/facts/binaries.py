@@ -37,12 +37,13 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from types import ModuleType
 from typing import IO, Any, TypeVar
 
 from elftools.elf.elffile import ELFFile
 
-from auditor import arch
+from auditor import arch, datafiles
 from auditor.model import Binary, EmbeddedCode, FileError, Gate, Guards, Language, Loadability, SourceFile, Target
 
 
@@ -454,24 +455,46 @@ def with_extensions(
     ``torch.ops.NS`` namespace that a binary registers (its name is in the binary as a C
     string), an import of an extension module or a use of a name bound to one, a function of
     a Python module of the input that does one of these itself, a call of a function of the
-    same file whose body does (one level each way, so that the claim stays about a specific
-    binary), or a string naming where binaries of the same package lie (a loader's path). A
-    JIT-compiled or CuTe-DSL path reaches no shipped binary: no evidence."""
+    same file whose body does (and the functions of the file those call, a few levels deep:
+    a loader behind a loader), or a string naming where binaries of the same package lie (a
+    loader's path). A JIT-compiled or CuTe-DSL path reaches no shipped binary: no evidence.
+
+    Where no binary of the input is reached but the code calls a package with prebuilt kernels
+    that the input does not hold (:func:`prebuilt_packages`: ``from sgl_kernel.flash_attn import
+    …``, ``torch.ops.sgl_kernel.fwd``), the gate records that package instead
+    (``Gate.prebuilt_elsewhere``): its build is the evidence, and this scan does not have it."""
     gpu = [r for r in records if r.verdicts]
     python = {f.path: f for f in files if f.language == "python"}
     wanted = [i for i, g in enumerate(gates) if g.language == Language.PYTHON and g.file in python]
-    if not gpu or not wanted:
+    if not wanted:
         return list(gates)
     reach = _Reach(python, gpu)
     found = {i: reach.gate(gates[i]) for i in wanted}
     shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
-    registers = _registrants({op for refs in found.values() for kind, op in refs if kind == "ns"}, gpu, shipped, opener)
+    ops = {op for refs in found.values() for kind, op in refs if kind == "ns"}
+    registers = _registrants(ops, gpu, shipped, opener) if gpu else {}
     out = list(gates)
     for i, refs in found.items():
-        paths = sorted({p for kind, x in refs for p in (registers.get(x, ()) if kind == "ns" else (x,))})
+        paths = sorted(
+            {p for kind, x in refs for p in (registers.get(x, ()) if kind == "ns" else (x,)) if kind != "far"}
+        )
+        far = {x for kind, x in refs if kind == "far"}
+        far |= {
+            ns
+            for kind, x in refs
+            if kind == "ns" and not registers.get(x) and reach.elsewhere(ns := x.partition(".")[0])
+        }
         if paths:
             out[i] = replace(gates[i], extensions=tuple(paths))
+        elif far:
+            out[i] = replace(gates[i], prebuilt_elsewhere=tuple(sorted(far)))
     return out
+
+
+@lru_cache(maxsize=1)
+def prebuilt_packages() -> Mapping[str, str]:
+    """Top-level module -> distribution, for the packages whose kernels come prebuilt."""
+    return datafiles.read_json("kernel-packages.json")["prebuilt"]
 
 
 def _registrants(
@@ -541,7 +564,8 @@ def _first_word(name: str) -> str:
 
 Ref = tuple[str, str]
 """``("ns", "namespace.operator")`` for a ``torch.ops`` call (``"namespace"`` when no operator is
-named), ``("bin", path)`` for an extension."""
+named), ``("bin", path)`` for an extension, ``("far", module)`` for a package with prebuilt
+kernels that the input does not hold."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +587,11 @@ class _Source:
     first: what a rejection in that ``if`` lets through."""
 
 
+CALL_DEPTH = 3
+"""How deep calls within one file are followed from guarded code: a loader that calls a loader
+(``_load_kernels()`` -> ``_load_from_sgl()`` -> ``from sgl_kernel.flash_attn import …``)."""
+
+
 class _Reach:
     """What Python code reaches of the shipped extensions, memoised per file and module."""
 
@@ -577,6 +606,8 @@ class _Reach:
             for part in {*parts[1:-1], parts[-1].split(".", 1)[0]}:
                 self.by_part.setdefault((parts[0], part), []).append(r.path)
         self.modules = {module_of(p): p for p in python}
+        self.held = {m.split(".", 1)[0] for m in [*self.modules, *self.by_module]}
+        """Top-level packages the input holds."""
         self._sources: dict[str, _Source | None] = {}
         self._direct_memo: dict[tuple[str, int, int], frozenset[Ref]] = {}
 
@@ -591,11 +622,30 @@ class _Reach:
         package = gate.file.split("/", 1)[0]
         for _, text in _between(src.strings, first, last):
             found.update(("bin", p) for p in self.by_part.get((package, text), ()))
-        for _, name in _between(src.calls, first, last):
-            span = src.functions[name]
-            if not span[0] <= first <= last <= span[1]:  # not the function the gate is in
-                found.update(self._refs(src, *span))
+        for name in self._called(src, first, last):
+            found.update(self._refs(src, *src.functions[name]))
         return frozenset(found)
+
+    def elsewhere(self, package: str) -> bool:
+        """Whether a top-level module is a package with prebuilt kernels that the input lacks."""
+        return package in prebuilt_packages() and package not in self.held
+
+    @staticmethod
+    def _called(src: _Source, first: int, last: int) -> list[str]:
+        """The file's functions that lines ``first..last`` call, and those these call in turn,
+        up to :data:`CALL_DEPTH` levels; never the function the lines are in (that runs either way)."""
+        seen: list[str] = []
+        spans = [(first, last)]
+        for _ in range(CALL_DEPTH):
+            step = []
+            for a, b in spans:
+                for _, name in _between(src.calls, a, b):
+                    span = src.functions[name]
+                    if name not in seen and not span[0] <= first <= last <= span[1]:
+                        seen.append(name)
+                        step.append(span)
+            spans = step
+        return seen
 
     def source(self, path: str) -> _Source | None:
         if path not in self._sources:
@@ -636,6 +686,8 @@ class _Reach:
                 elif parts[n] in src.functions:
                     yield from self._direct(src, *src.functions[parts[n]])
                 return  # a class or a constant of the module: no specific call
+        if self.elsewhere(parts[0]):
+            yield ("far", parts[0])
 
     def _direct(self, src: _Source, first: int, last: int) -> frozenset[Ref]:
         """``torch.ops`` namespaces and extension modules that lines of a file name themselves."""

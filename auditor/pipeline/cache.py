@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA = 3
+SCHEMA = 4
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")
@@ -339,7 +339,17 @@ def _open(key: str, stored: Any) -> Any:
 # --- JSON <-> model ---------------------------------------------------------------------
 
 _GATE_FIELDS = tuple(f.name for f in fields(Gate))
-_STRING_TUPLES = ("admits", "unknowns", "chain", "name_implies", "surely", "extensions", "remarks", "built_by")
+_STRING_TUPLES = (
+    "admits",
+    "unknowns",
+    "chain",
+    "name_implies",
+    "surely",
+    "extensions",
+    "remarks",
+    "built_by",
+    "prebuilt_elsewhere",
+)
 """Shared through a table: 40,000 gates hold a few hundred distinct admitted sets and chains."""
 _INTS = ("line", "end_line")
 _WORDS = {n: t for n, t in get_type_hints(Gate).items() if isinstance(t, type) and issubclass(t, Word)}

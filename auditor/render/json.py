@@ -56,6 +56,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["name_implies"] = list(gate.name_implies)
     if gate.extensions:
         doc["extensions"] = list(gate.extensions)
+    if gate.prebuilt_elsewhere:
+        doc["prebuilt_elsewhere"] = list(gate.prebuilt_elsewhere)
     if gate.reach:
         doc["reach"] = gate.reach
     if gate.remarks:

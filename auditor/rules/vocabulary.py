@@ -22,7 +22,7 @@ from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import names
-from auditor.facts.binaries import evidence
+from auditor.facts.binaries import evidence, prebuilt_packages
 from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
 from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
@@ -560,6 +560,13 @@ def binaries_agree(v: GateView) -> bool:
     return bool(v.excluded and v.gate.extensions) and all(v.binaries.get(t.label) == "none" for t in v.excluded)
 
 
+def prebuilt_elsewhere(v: GateView) -> bool:
+    """The guarded code runs kernels prebuilt in a package the scan does not hold
+    (``sgl_kernel``), and no binary of the input: that package's build, which this scan cannot
+    read, decides whether a turned-away target could run it."""
+    return bool(v.gate.prebuilt_elsewhere)
+
+
 def route_loads_native_binary(v: GateView) -> bool:
     """Every excluded target takes another branch of the decision whose guarded code reaches a
     binary with SASS for it (``if cc == 90: load sm90/… elif …: load sm100/…``): it is turned
@@ -633,6 +640,7 @@ PREDICATES: dict[str, Predicate] = {
     "decides_from_hopper": decides_from_hopper,
     "route_loads_native_binary": route_loads_native_binary,
     "binaries_agree": binaries_agree,
+    "prebuilt_elsewhere": prebuilt_elsewhere,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -806,6 +814,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "built_by": _built_by,
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
     "extensions": lambda v: ", ".join(v.gate.extensions) or "none",
+    "prebuilt": lambda v: ", ".join(prebuilt_packages().get(m, m) for m in v.gate.prebuilt_elsewhere) or "none",
     "targets_unloadable": lambda v: _labels(
         t for t in v.targets if t not in v.excluded and v.binaries.get(t.label) == "none"
     ),

@@ -150,3 +150,72 @@ def test_an_operator_is_registered_where_its_schema_is():
     found = {g.context: g.extensions for g in with_extensions(gates, files, records)}
     assert found["attention"] == ("pkg/flash_ops.abi3.so",)
     assert found["rmsnorm"] == ("pkg/common_ops.abi3.so",)
+
+
+FA3 = """
+import torch
+
+
+def _supported():
+    major, _ = torch.cuda.get_device_capability()
+    return major in (8, 9)
+
+
+def _load():
+    return _load_from_kernel_package()
+
+
+def _load_from_kernel_package():
+    from sgl_kernel.flash_attn import flash_attn_with_kvcache
+
+    return flash_attn_with_kvcache
+
+
+def attention(q):
+    if not _supported():
+        raise NotImplementedError("FA3 needs sm80 or sm90")
+    return _load()(q)
+
+
+def norm(x):
+    if torch.cuda.get_device_capability()[0] >= 9:
+        return torch.ops.sgl_kernel.rmsnorm(x)
+    return x
+"""
+
+FA3_MODULE = """
+import torch
+
+
+def flash_attn_with_kvcache(q):
+    return torch.ops.sgl_kernel.fwd.default(q)
+"""
+
+
+def test_a_loader_behind_a_loader_reaches_another_package_s_binary():
+    """An environment holds both packages: the call goes through two loaders of the file to the
+    other package's module, and on to the binary that registers its operator."""
+    files = [
+        SourceFile("app/attention.py", textwrap.dedent(FA3).encode(), "python", "t"),
+        SourceFile("sgl_kernel/flash_attn.py", textwrap.dedent(FA3_MODULE).encode(), "python", "t"),
+        SourceFile("sgl_kernel/flash_ops.abi3.so", b"\x7fELF...\0sgl_kernel\0\0fwd(Tensor q)\0", "binary", "t"),
+    ]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    gates = pipeline.audit_input_binaries(files[:2], "t", options).gates
+    records = [binary(files[2].path, "sm_80", "sm_90a")]
+    (gate,) = [g for g in with_extensions(gates, files, records) if g.context == "attention"]
+    assert gate.extensions == ("sgl_kernel/flash_ops.abi3.so",)
+    assert gate.prebuilt_elsewhere == ()
+
+
+def test_prebuilt_kernels_of_a_package_the_input_lacks_are_named():
+    """Scanned alone, the same code names the package whose build would be the evidence, by
+    import and by ``torch.ops`` namespace; a package the input holds is never elsewhere."""
+    files = [SourceFile("app/attention.py", textwrap.dedent(FA3).encode(), "python", "t")]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    found = {g.context: g for g in with_extensions(pipeline.audit_input_binaries(files, "t", options).gates, files, [])}
+    assert found["attention"].prebuilt_elsewhere == ("sgl_kernel",)
+    assert found["norm"].prebuilt_elsewhere == ("sgl_kernel",)
+    held = [*files, SourceFile("sgl_kernel/__init__.py", b"", "python", "t")]
+    found = {g.context: g for g in with_extensions(pipeline.audit_input_binaries(held, "t", options).gates, held, [])}
+    assert found["attention"].prebuilt_elsewhere == ()
