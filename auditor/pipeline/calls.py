@@ -14,7 +14,8 @@ blanked, macro bodies kept), in a file that can see the definition:
   qualified by a namespace the definition is not in (``cute::name`` does not call
   ``tensorrt_llm::common::name``; a namespace alias counts as what it names). ``::name`` and a
   qualifier that is no plain name (``T<int>::name``) count;
-- only free functions: methods (in a class body, or defined with a qualified name), bodies
+- only free functions: methods (in a class body or any block other than a namespace or
+  ``extern "C"``, or defined with a qualified name), bodies
   whose name looks like a macro (``TEST(...) {``), operators and ``main`` stay called, and so do
   files a shipped binary may compile at run time. Gates outside a function are untouched.
 
@@ -40,7 +41,7 @@ _BRACES = re.compile(r"[{}]")
 _DIRECTIVES = re.compile(r"^[ \t]*#(?:\\\n|[^\n])*", re.M)
 _BODY_BEFORE = re.compile(r"(?:\)|\b(?:const|noexcept|override|final|mutable|volatile))\s*$")
 _NAMESPACE = re.compile(r"(?:^|[\s;])(?:inline\s+)?namespace(?:\s+([\w:\s]+?))?\s*$")
-_CLASS = re.compile(r"\b(?:struct|class|union|enum)\b")
+_EXTERN = re.compile(r"\bextern\s*$")
 _WORD_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
 _TRAILERS = frozenset({"const", "noexcept", "override", "final", "mutable", "volatile"})
 _ATTRIBUTES = frozenset(
@@ -177,11 +178,12 @@ def _closure(start: int, edges: list[list[int]]) -> set[int]:
 
 def functions_of(code: str) -> list[Function]:
     """The free functions defined in ``code`` (comments, strings and directives blanked), in
-    order: outermost bodies outside any class, with their namespace blocks."""
+    order: outermost bodies whose enclosing blocks are all namespaces or ``extern "C"`` (not a
+    class, nor a block the scan cannot name), with their namespace blocks."""
     newlines = [m.start() for m in re.finditer("\n", code)]
     line_of = lambda offset: bisect.bisect_right(newlines, offset - 1) + 1  # noqa: E731
     out: list[Function] = []
-    stack: list[tuple[str, tuple[str, ...]]] = []  # ("namespace" | "class" | "other", names)
+    stack: list[tuple[str, tuple[str, ...]]] = []  # ("namespace" | "extern" | "other", names)
     body: tuple[int, int, Function | None] = (-1, 0, None)  # (depth, start, function) while in a body
     depth = 0
     last = 0  # where the current declaration began (after the last ; { or } outside bodies)
@@ -209,7 +211,7 @@ def functions_of(code: str) -> list[Function]:
             name = _name(code, pos)
             keep = (
                 name is not None
-                and all(kind != "class" for kind, _ in stack)
+                and all(kind in ("namespace", "extern") for kind, _ in stack)
                 and name[0] not in _NOT_FUNCTIONS
                 and not _MACRO_LIKE.fullmatch(name[0])
                 and not _initializers(head)
@@ -221,11 +223,11 @@ def functions_of(code: str) -> list[Function]:
             depth += 1
             continue
         ns = _NAMESPACE.search(head)
-        if ns and "=" not in head:
+        if ns:
             stack.append(("namespace", tuple(p.strip() for p in (ns.group(1) or "").split("::") if p.strip())))
-        elif _CLASS.search(head) and "=" not in head:
-            stack.append(("class", ()))
-        else:
+        elif _EXTERN.search(head):  # extern "C" { (the string blanked)
+            stack.append(("extern", ()))
+        else:  # a class, an initializer, a macro's block: what it holds is no free function
             stack.append(("other", ()))
         last = pos + 1
     return out

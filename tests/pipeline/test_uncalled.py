@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.facts.code import blank
 from auditor.model import Reach
 from auditor.pipeline import Options, audit
 from auditor.pipeline.calls import functions_of
@@ -118,9 +119,11 @@ def test_functions_of_finds_free_functions_with_their_namespaces():
         "int S::h() { return 1; }\n"
         "namespace { static int k() { return 2; } }\n"
         "auto l = [](int y) { return y; };\n"
+        'extern "C" { void m() {} }\n'
+        "template <typename T, typename E = void> class X<T, enable_if_t<(T::k >= 80)>> { void n() {} };\n"
     )
-    found = {f.name: (f.first, f.last, sorted(f.namespaces), f.local) for f in functions_of(code)}
-    assert found == {"f": (2, 2, ["a", "b", "c"], False), "k": (6, 6, [], True)}
+    found = {f.name: (f.first, f.last, sorted(f.namespaces), f.local) for f in functions_of(blank(code, "cuda")[0])}
+    assert found == {"f": (2, 2, ["a", "b", "c"], False), "k": (6, 6, [], True), "m": (8, 8, [], False)}
 
 
 def test_the_reports_say_uncalled(tmp_path, capsys):
