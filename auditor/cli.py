@@ -153,7 +153,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--unreached",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="also judge vendored code the package never includes or imports (listed, not judged, by default)",
+        help="also judge vendored code the package never includes, imports or calls (listed, not judged, by default)",
     )
 
 

@@ -114,6 +114,9 @@ class Reach(Word):
     UNBUILT = "unbuilt"
     """A source the package builds only for other architectures (a JIT spec's flags list 10.x
     alone), or a header only such sources include: no requested target compiles it."""
+    UNCALLED = "uncalled"
+    """A function of reached vendored code that no file able to see its definition calls
+    (:mod:`auditor.pipeline.calls`)."""
 
 
 class Severity(Word):

@@ -12,13 +12,16 @@ import itertools
 import re
 from collections.abc import Iterator
 
-_LEXEMES = {
-    "cuda": re.compile(
-        r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|^[ \t]*#(?:\\\n|[^\n])*", re.S | re.M
-    ),
-    "python": re.compile(r"#[^\n]*|\"\"\".*?\"\"\"|'''.*?'''|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S),
+_NOT_CODE = {
+    "cuda": r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'",
+    "python": r"#[^\n]*|\"\"\".*?\"\"\"|'''.*?'''|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'",
 }
+_DIRECTIVE = {"cuda": r"|^[ \t]*#(?:\\\n|[^\n])*", "python": ""}
+_FLAGS = {"cuda": re.S | re.M, "python": re.S}
+_LEXEMES = {k: re.compile(v + _DIRECTIVE[k], _FLAGS[k]) for k, v in _NOT_CODE.items()}
 """What is not code, per language: comments, string and character literals, preprocessor lines."""
+_KEPT_DIRECTIVES = {k: re.compile(v, _FLAGS[k]) for k, v in _NOT_CODE.items()}
+"""The same without preprocessor lines: a macro body is code where the macro is used."""
 
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:(?:volatile|__volatile__|inline|goto)\b\s*)*\(")
 _ESCAPE = re.compile(r"\\(.)", re.S)
@@ -28,9 +31,12 @@ _INSTRUCTION = re.compile(r"(?:@!?%*\w+\s+)?([a-z][\w.:]*)")
 """An optional predicate guard, then the opcode with its qualifiers."""
 
 
-def blank(text: str, language: str) -> tuple[str, list[tuple[int, int]]]:
-    """``text`` with everything but code blanked (same length, same lines), and the spans of its string literals."""
-    lexemes = _LEXEMES.get(language, _LEXEMES["cuda"])
+def blank(text: str, language: str, directives: bool = True) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with everything but code blanked (same length, same lines), and the spans of its
+    string literals. ``directives=False`` keeps preprocessor lines (their comments and strings
+    blanked)."""
+    table = _LEXEMES if directives else _KEPT_DIRECTIVES
+    lexemes = table.get(language, table["cuda"])
     parts, strings, pos = [], [], 0
     for m in lexemes.finditer(text):
         start, end = m.span()

@@ -66,23 +66,28 @@ def headers(
     architecture alone. What only those reach is :attr:`Reach.UNBUILT`, the package's own code
     too. ``behind``: source names built only by flags that leave the targets out, with where
     the flags are (:attr:`.builds.Restrictions.behind`); what only those reach is judged, with
-    those flags named (:attr:`Reached.behind`)."""
+    those flags named (:attr:`Reached.behind`). :attr:`Reached.sight` says which files can see
+    each file's definitions (:mod:`.calls`)."""
     edges = resolve(paths, includes)
+    written_by: dict[int, set[int]] = {}  # per C file, the files its run-time programs include
     others = set(_named(paths, set(unbuilt))) if unbuilt else set()
     compiled = set(fixed)
     stuck = {i for i, p in enumerate(paths) if p in compiled}
     held = resolve(paths, [sorted(_string_includes(read(p))) if i in stuck else [] for i, p in enumerate(paths)])
     for i in stuck:
+        written_by.setdefault(i, set()).update(held[i])
         others |= set(held[i])
         edges[i] = [j for j in edges[i] if j not in held[i]]
     roots = [i for i, p in enumerate(paths) if _unit(p) and i not in others]
-    jit = {name for path, data in python if not vendored(path)[0] for name in _jit_includes(data)}
+    own = [(path, _jit_includes(data)) for path, data in python if not vendored(path)[0]]
+    jit = {name for _, names in own for name in names}
     roots += _named(paths, {n for n in jit if "{" not in n})
     patterns = _named(paths, {n for n in jit if "{" in n})  # ``#include "{name}"``: any file but the restricted
     if not roots and not patterns and not others:
         return Reached()
     built = {_inner(b) for b in binaries} - {""}
-    roots += [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
+    whole = [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
+    roots += whole
     seen = _closure(roots + [i for i in patterns if i not in others], edges)
     done: set[int] = set()
     while any(vendored(p)[0] for i, p in enumerate(paths) if i not in seen):
@@ -95,6 +100,9 @@ def headers(
             sorted(_jit_includes(programs[i]) - set(includes[i])) if i in programs else [] for i in range(len(paths))
         ]
         extra = resolve(paths, written)
+        for i in programs:
+            if extra[i]:
+                written_by.setdefault(i, set()).update(extra[i])
         roots += [j for i in programs for j in extra[i]]
         again = _closure(roots + [i for i in patterns if i not in others], edges)
         if again == seen:
@@ -105,7 +113,51 @@ def headers(
         p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere and vendored(p)[0]
     }
     named = {n for n in jit if "{" in n and _PLACEHOLDER.sub("", posixpath.basename(n))}  # not a bare "{file}"
-    return Reached(reach, _behind(paths, edges, roots, _named(paths, named), others, behind or {}))
+    return Reached(
+        reach,
+        _behind(paths, edges, roots, _named(paths, named), others, behind or {}),
+        _sight(paths, edges, written_by, [path for path, _ in own], jit, whole),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Sight:
+    """Which files can see the definitions of which: the include graph, with the files that
+    write programs (the package's Python, a C file's NVRTC string) as includers of what those
+    programs include."""
+
+    files: tuple[str, ...]
+    """The C files, then the package's own Python files."""
+    edges: tuple[tuple[int, ...], ...]
+    """Per file of :attr:`files`, the files it includes (or its programs include)."""
+    written: frozenset[int] = frozenset()
+    """Files whose programs are string literals: their strings are code too."""
+    opaque: frozenset[int] = frozenset()
+    """Files a shipped binary may compile at run time, with code the input does not hold."""
+    c_files: int = 0
+    """How many of :attr:`files` are C files (the rest are Python)."""
+
+
+def _sight(
+    paths: Sequence[str],
+    edges: Sequence[Sequence[int]],
+    written_by: Mapping[int, set[int]],
+    python: Sequence[str],
+    jit: set[str],
+    whole: Iterable[int],
+) -> Sight:
+    """Each own Python file can see what any JIT source includes: a program's text is put
+    together from strings anywhere in the package's Python."""
+    n = len(paths)
+    targets = tuple(dict.fromkeys(_named(paths, jit))) if python else ()
+    out = [tuple(dict.fromkeys([*edges[i], *sorted(written_by.get(i, ()))])) for i in range(n)]
+    return Sight(
+        (*paths, *python),
+        (*out, *[targets] * len(python)),
+        frozenset(written_by) | frozenset(range(n, n + len(python))),
+        frozenset(whole),
+        n,
+    )
 
 
 _PLACEHOLDER = re.compile(r"\{[^}]*\}")
@@ -119,6 +171,9 @@ class Reached:
     """Per file that is not judged, why."""
     behind: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Per file that only sources built by flags leaving the targets out reach, where those flags are."""
+    sight: Sight | None = None
+    """Who can see each file's definitions; None when the input has no unit and no JIT source
+    (its headers are used from outside it)."""
 
 
 def _behind(

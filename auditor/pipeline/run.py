@@ -34,12 +34,13 @@ from auditor.model import (
     Finding,
     Gate,
     InputInfo,
+    Reach,
     RuleInfo,
     Severity,
     Target,
     excerpt_windows,
 )
-from auditor.pipeline import builds, kept, reach
+from auditor.pipeline import builds, calls, kept, reach
 from auditor.pipeline.cache import (
     DEFAULT_MAX_BYTES,
     EXTRACTED,
@@ -141,9 +142,22 @@ def cuda_gates(
         [s.path for s in scans if s.compiles_for and targets and not builds.serves(s.compiles_for, targets)],
         restricted.behind,
     )
+    lines: dict[str, list[int]] = {}
+    for g in found:
+        if g.file not in reached.reach and vendored(g.file)[0]:
+            lines.setdefault(g.file, []).append(g.line)
+    dead = (
+        calls.uncalled(reached.sight, lines, lambda p: python[p] if p in python else _bytes(by_path[p]))
+        if reached.sight and lines
+        else set()
+    )
     return [
-        replace(g, reach=reached.reach.get(g.file, g.reach), built_by=reached.behind.get(g.file, ()))
-        if g.file in reached.reach or g.file in reached.behind
+        replace(
+            g,
+            reach=Reach.UNCALLED if (g.file, g.line) in dead else reached.reach.get(g.file, g.reach),
+            built_by=reached.behind.get(g.file, ()),
+        )
+        if g.file in reached.reach or g.file in reached.behind or (g.file, g.line) in dead
         else g
         for g in found
     ], errors

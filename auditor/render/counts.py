@@ -31,7 +31,7 @@ class Headline:
     findings: int
     errors: int
     unreached: int = 0
-    """Gates in vendored code the package never includes or imports: listed, not judged."""
+    """Gates in vendored code the package never includes, imports or calls: listed, not judged."""
 
 
 def headline(result: AuditResult) -> Headline:
@@ -58,6 +58,7 @@ REACH = {
     Reach.UNIMPORTED: "a vendored module that nothing of the package imports",
     Reach.TEST: "a test of the package, not a path the package runs",
     Reach.UNBUILT: "code the package builds only for another generation (its JIT flags or run-time compile options)",
+    Reach.UNCALLED: "a function of vendored code that no file able to see its definition calls",
 }
 """Why a gate is not judged, by its :attr:`~auditor.model.Gate.reach`."""
 
@@ -69,7 +70,7 @@ def unreached_note(h: Headline) -> str:
     gates = "gate" if h.unreached == 1 else "gates"
     return (
         f"{h.unreached:,} {gates} in tests, in code built only for other generations and in vendored code the"
-        " package never includes or imports, not judged (--unreached judges them)"
+        " package never includes, imports or calls, not judged (--unreached judges them)"
     )
 
 

@@ -54,7 +54,7 @@ def test_the_reports_say_what_was_not_judged(capsys):
     assert "not judged: a vendored header that no translation unit or JIT source of the input includes" in text
     assert text.rstrip().endswith(
         "2 gates in tests, in code built only for other generations and in vendored code the package never"
-        " includes or imports, not judged (--unreached judges them)"
+        " includes, imports or calls, not judged (--unreached judges them)"
     )
 
 

@@ -1,0 +1,300 @@
+"""Which functions of reached vendored code nothing calls: their gates decide nothing.
+
+A vendored header that a translation unit includes often defines helpers no file uses
+(TensorRT-LLM's ``cudaUtils.h`` with its own ``elect_one_sync``, while every caller uses
+CuTe's). A gate inside such a function turns no device away. A function defined in a vendored
+C/C++ file is *called* when its name occurs, as a token of code (comments and string literals
+blanked, macro bodies kept), in a file that can see the definition:
+
+- who can see a definition: its file and every file that includes it, directly or through
+  others (:class:`.reach.Sight`: a Python file that writes a JIT source, or a C file whose
+  run-time compiled program includes the file, counts as an includer, and its strings as code);
+- any occurrence is a use (a call ``name(``, a template ``name<``, a function pointer, a macro
+  body), except the definition's own name, a member access (``.name``, ``->name``) and a name
+  qualified by a namespace the definition is not in (``cute::name`` does not call
+  ``tensorrt_llm::common::name``; a namespace alias counts as what it names). ``::name`` and a
+  qualifier that is no plain name (``T<int>::name``) count;
+- only free functions: methods (in a class body or any block other than a namespace or
+  ``extern "C"``, or defined with a qualified name), bodies
+  whose name looks like a macro (``TEST(...) {``), operators and ``main`` stay called, and so do
+  files a shipped binary may compile at run time. Gates outside a function are untouched.
+
+The package's own files are never looked at: they are its interface. The scan is token
+based: an overload, a variable of the same name or a call in ``#if 0`` keeps a function
+called.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import re2
+
+from auditor.facts.code import blank
+from auditor.pipeline.reach import HEADERS, Sight
+from auditor.sources.files import suffix_of
+
+_BRACES = re.compile(r"[{}]")
+_DIRECTIVES = re.compile(r"^[ \t]*#(?:\\\n|[^\n])*", re.M)
+_BODY_BEFORE = re.compile(r"(?:\)|\b(?:const|noexcept|override|final|mutable|volatile))\s*$")
+_NAMESPACE = re.compile(r"(?:^|[\s;])(?:inline\s+)?namespace(?:\s+([\w:\s]+?))?\s*$")
+_EXTERN = re.compile(r"\bextern\s*$")
+_WORD_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
+_TRAILERS = frozenset({"const", "noexcept", "override", "final", "mutable", "volatile"})
+_ATTRIBUTES = frozenset(
+    {"noexcept", "throw", "__attribute__", "__declspec", "alignas", "requires", "__launch_bounds__", "__nv_pure__"}
+)
+_NOT_FUNCTIONS = frozenset(
+    {"if", "for", "while", "switch", "catch", "return", "sizeof", "alignof", "decltype", "static_assert", "main"}
+)
+_ALIAS = re2.compile(rb"\bnamespace\s+(\w+)\s*=\s*((?:::)?\s*\w+(?:\s*::\s*\w+)*)\s*;")
+_MACRO_LIKE = re.compile(r"[A-Z][A-Z0-9_]*")
+_STATIC = re.compile(r"\bstatic\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """A free function's definition: its name, where the name is, its body's lines, its namespaces."""
+
+    name: str
+    at: int
+    """Offset of its name token in the file."""
+    first: int
+    last: int
+    namespaces: frozenset[str]
+    kernel: bool = False
+    """A ``__global__`` function: an entry point, launched by name from host code or a string
+    (``cuModuleGetFunction``, NVRTC's lowered names)."""
+    local: bool = False
+    """``static`` or in an anonymous namespace: only its own file can call it."""
+
+
+def uncalled(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str], bytes]) -> set[tuple[str, int]]:
+    """(file, line) of the given gate ``lines`` (per vendored C file) that sit in a function no
+    file that can see it uses. ``read`` gives a file's bytes; each is read at most once."""
+    index = {p: i for i, p in enumerate(sight.files)}
+    texts: dict[int, tuple[str, set[int]]] = {}  # the files with gates: code, offsets of definitions
+    aliases: dict[str, set[str]] = {}  # namespace alias -> the last part of what it names
+    candidates: dict[int, list[tuple[Function, list[int]]]] = {}
+    for path, wanted in lines.items():
+        i = index.get(path)
+        if i is None or i in sight.opaque:
+            continue
+        data = read(path)
+        _aliases(data, aliases)
+        code = blank(data.decode("latin-1"), "cuda", directives=False)[0]
+        functions = functions_of(_without_directives(code))
+        texts[i] = (code, {f.at for f in functions})
+        starts = [f.first for f in functions]
+        held: dict[int, list[int]] = {}
+        for line in sorted(set(wanted)):
+            k = bisect.bisect_right(starts, line) - 1
+            if k >= 0 and functions[k].first <= line <= functions[k].last and not functions[k].kernel:
+                held.setdefault(k, []).append(line)
+        if held:
+            candidates[i] = [(functions[k], gate_lines) for k, gate_lines in held.items()]
+    if not candidates:
+        return set()
+    words = "|".join(re.escape(n) for n in sorted({f.name for found in candidates.values() for f, _ in found}))
+    token_bytes = re2.compile(rf"\b(?:{words})\b".encode())
+    token = re.compile(rf"\b(?:{words})\b")
+    includers: list[list[int]] = [[] for _ in sight.files]
+    for i, targets in enumerate(sight.edges):
+        for j in targets:
+            includers[j].append(i)
+    units = set(range(sight.c_files))  # a source's functions have linkage: any unit may declare them
+    seen_by = {
+        i: _closure(i, includers)
+        if suffix_of(sight.files[i]) in HEADERS or all(f.local for f, _ in candidates[i])
+        else units
+        for i in candidates
+    }
+    uses: dict[str, list[tuple[int, int, str | None]]] = {}  # name -> (file, offset, qualifier)
+    for i in sorted(set().union(*seen_by.values())):
+        if i in texts:
+            code, defined = texts[i]
+        else:
+            data = read(sight.files[i])
+            _aliases(data, aliases)
+            if not token_bytes.search(data):
+                continue
+            code = data.decode("latin-1")
+            defined = set()
+            if i < sight.c_files:
+                blanked = blank(code, "cuda", directives=False)[0]
+                defined = {f.at for f in functions_of(_without_directives(blanked))}
+                code = code if i in sight.written else blanked  # a program's strings are code too
+        for m in token.finditer(code):
+            if m.start() in defined:
+                continue  # a definition of that name (another namespace's, an overload) calls nothing
+            qualifier = _qualifier(code, m.start())
+            if qualifier != ".":
+                uses.setdefault(m.group(), []).append((i, m.start(), qualifier))
+    out: set[tuple[str, int]] = set()
+    for i, found in candidates.items():
+        for f, gate_lines in found:
+            allowed = f.namespaces | {a for a, named in aliases.items() if named & f.namespaces}
+            if not any(
+                u in seen_by[i] and (q is None or q in allowed or q in ("", "?")) for u, _, q in uses.get(f.name, ())
+            ):
+                out.update((sight.files[i], line) for line in gate_lines)
+    return out
+
+
+def _qualifier(code: str, start: int) -> str | None:
+    """What qualifies a name at ``start``: None (nothing), "." (a member access), "" (``::name``),
+    the namespace or class before ``::``, or "?" (a qualifier that is no plain name)."""
+    k = start - 1
+    while k >= 0 and code[k] in " \t\r\n":
+        k -= 1
+    if k < 0:
+        return None
+    if code[k] == "." or (code[k] == ">" and k > 0 and code[k - 1] == "-"):
+        return "."
+    if code[k] == ":" and k > 0 and code[k - 1] == ":":
+        word = _WORD_BEFORE.search(code, max(0, k - 200), k - 1)
+        if word:
+            return word.group(1)
+        j = k - 2
+        while j >= 0 and code[j] in " \t\r\n":
+            j -= 1
+        return "" if j < 0 or not (code[j].isalnum() or code[j] in "_>") else "?"
+    return None
+
+
+def _closure(start: int, edges: list[list[int]]) -> set[int]:
+    seen = {start}
+    work = [start]
+    while work:
+        for j in edges[work.pop()]:
+            if j not in seen:
+                seen.add(j)
+                work.append(j)
+    return seen
+
+
+def functions_of(code: str) -> list[Function]:
+    """The free functions defined in ``code`` (comments, strings and directives blanked), in
+    order: outermost bodies whose enclosing blocks are all namespaces or ``extern "C"`` (not a
+    class, nor a block the scan cannot name), with their namespace blocks."""
+    newlines = [m.start() for m in re.finditer("\n", code)]
+    line_of = lambda offset: bisect.bisect_right(newlines, offset - 1) + 1  # noqa: E731
+    out: list[Function] = []
+    stack: list[tuple[str, tuple[str, ...]]] = []  # ("namespace" | "extern" | "other", names)
+    body: tuple[int, int, Function | None] = (-1, 0, None)  # (depth, start, function) while in a body
+    depth = 0
+    last = 0  # where the current declaration began (after the last ; { or } outside bodies)
+    for m in _BRACES.finditer(code):
+        pos = m.start()
+        if body[0] >= 0:
+            if m.group() == "{":
+                depth += 1
+            else:
+                depth -= 1
+                if depth == body[0]:
+                    f = body[2]
+                    if f is not None:
+                        out.append(replace(f, first=line_of(body[1]), last=line_of(pos)))
+                    body = (-1, 0, None)
+                    last = pos + 1
+            continue
+        if m.group() == "}":
+            if stack:
+                stack.pop()
+            last = pos + 1
+            continue
+        head = code[max(last, code.rfind(";", 0, pos) + 1) : pos]
+        if _BODY_BEFORE.search(head[-64:]):
+            name = _name(code, pos)
+            keep = (
+                name is not None
+                and all(kind in ("namespace", "extern") for kind, _ in stack)
+                and name[0] not in _NOT_FUNCTIONS
+                and not _MACRO_LIKE.fullmatch(name[0])
+                and not _initializers(head)
+            )
+            namespaces = frozenset(n for kind, names in stack if kind == "namespace" for n in names)
+            local = bool(_STATIC.search(head)) or any(kind == "namespace" and not names for kind, names in stack)
+            f = Function(name[0], name[1], 0, 0, namespaces, "__global__" in head, local) if keep and name else None
+            body = (depth, pos, f)
+            depth += 1
+            continue
+        ns = _NAMESPACE.search(head)
+        if ns:
+            stack.append(("namespace", tuple(p.strip() for p in (ns.group(1) or "").split("::") if p.strip())))
+        elif _EXTERN.search(head):  # extern "C" { (the string blanked)
+            stack.append(("extern", ()))
+        else:  # a class, an initializer, a macro's block: what it holds is no free function
+            stack.append(("other", ()))
+        last = pos + 1
+    return out
+
+
+def _initializers(head: str) -> bool:
+    """Whether a declaration has a constructor's initializer list (a lone ``:``)."""
+    return re.search(r"(?<!:):(?!:)", head) is not None
+
+
+def _name(code: str, brace: int) -> tuple[str, int] | None:
+    """The name of the function whose body opens at ``brace`` and its offset, or None for a
+    qualified name (a method defined out of its class), an operator or a lambda."""
+    k = brace
+    for _ in range(8):  # trailers and attributes after the parameter list
+        k -= 1
+        while k >= 0 and code[k] in " \t\r\n":
+            k -= 1
+        if k < 0:
+            return None
+        if code[k] != ")":
+            word = _WORD_BEFORE.search(code, max(0, k - 100), k + 1)
+            if word and word.group(1) in _TRAILERS:
+                k = word.start(1)
+                continue
+            return None
+        open_at = _matching(code, k)
+        if open_at is None:
+            return None
+        word = _WORD_BEFORE.search(code, max(0, open_at - 200), open_at)
+        if not word:
+            return None
+        if word.group(1) in _ATTRIBUTES:
+            k = word.start(1)
+            continue
+        j = word.start(1) - 1
+        while j >= 0 and code[j] in " \t\r\n":
+            j -= 1
+        if j > 0 and code[j] == ":" and code[j - 1] == ":":
+            return None
+        if word.group(1) == "operator" or (j >= 7 and code[j - 7 : j + 1].endswith("operator")):
+            return None
+        return word.group(1), word.start(1)
+    return None
+
+
+def _matching(code: str, close: int) -> int | None:
+    depth = 0
+    for k in range(close, max(-1, close - 20_000), -1):
+        c = code[k]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+            if depth == 0:
+                return k
+    return None
+
+
+def _without_directives(code: str) -> str:
+    return _DIRECTIVES.sub(lambda m: " " * len(m.group()), code)
+
+
+def _aliases(data: bytes, out: dict[str, set[str]]) -> None:
+    """Collect ``namespace A = x::y;`` as A -> {"y"}."""
+    if b"namespace" in data:
+        for m in _ALIAS.finditer(data):
+            out.setdefault(m.group(1).decode("latin-1"), set()).add(
+                m.group(2).decode("latin-1").rsplit(":", 1)[-1].strip()
+            )
