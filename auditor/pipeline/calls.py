@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import re2
 
 from auditor.facts.code import blank
-from auditor.pipeline.reach import HEADERS, Sight
+from auditor.pipeline.reach import HEADERS, Sight, closure
 from auditor.sources.files import suffix_of
 
 _BRACES = re.compile(r"[{}]")
@@ -107,7 +107,7 @@ def uncalled(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[s
             includers[j].append(i)
     units = set(range(sight.c_files))  # a source's functions have linkage: any unit may declare them
     seen_by = {
-        i: _closure(i, includers)
+        i: closure([i], includers)
         if suffix_of(sight.files[i]) in HEADERS or all(f.local for f, _ in candidates[i])
         else units
         for i in candidates
@@ -163,17 +163,6 @@ def _qualifier(code: str, start: int) -> str | None:
             j -= 1
         return "" if j < 0 or not (code[j].isalnum() or code[j] in "_>") else "?"
     return None
-
-
-def _closure(start: int, edges: list[list[int]]) -> set[int]:
-    seen = {start}
-    work = [start]
-    while work:
-        for j in edges[work.pop()]:
-            if j not in seen:
-                seen.add(j)
-                work.append(j)
-    return seen
 
 
 def functions_of(code: str) -> list[Function]:

@@ -88,7 +88,7 @@ def headers(
     built = {_inner(b) for b in binaries} - {""}
     whole = [i for i, p in enumerate(paths) if any(p.startswith(t + "/") for t in built)]
     roots += whole
-    seen = _closure(roots + [i for i in patterns if i not in others], edges)
+    seen = closure(roots + [i for i in patterns if i not in others], edges)
     done: set[int] = set()
     while any(vendored(p)[0] for i, p in enumerate(paths) if i not in seen):
         todo = sorted(seen - done)
@@ -104,11 +104,11 @@ def headers(
             if extra[i]:
                 written_by.setdefault(i, set()).update(extra[i])
         roots += [j for i in programs for j in extra[i]]
-        again = _closure(roots + [i for i in patterns if i not in others], edges)
+        again = closure(roots + [i for i in patterns if i not in others], edges)
         if again == seen:
             break
         seen = again
-    elsewhere = _closure(others, edges) - seen
+    elsewhere = closure(others, edges) - seen
     reach = {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere} | {
         p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere and vendored(p)[0]
     }
@@ -190,10 +190,10 @@ def _behind(
     if not lists:
         return {}
     units = {i: sites for name, sites in lists.items() for i in _named(paths, {name})}
-    front = _closure([i for i in roots + patterns if i not in units and i not in others], edges)
+    front = closure([i for i in roots + patterns if i not in units and i not in others], edges)
     out: dict[int, set[str]] = {}
     for i, sites in units.items():
-        for j in _closure([i], edges) - front:
+        for j in closure([i], edges) - front:
             out.setdefault(j, set()).update(sites)
     return {paths[j]: tuple(sorted(sites)) for j, sites in out.items()}
 
@@ -205,7 +205,8 @@ def _named(paths: Sequence[str], names: set[str]) -> list[int]:
     return found + [i for i, p in enumerate(paths) for n in names if "{" in n and _matches(p, n)]
 
 
-def _closure(roots: Iterable[int], edges: Sequence[Sequence[int]]) -> set[int]:
+def closure(roots: Iterable[int], edges: Sequence[Sequence[int]]) -> set[int]:
+    """Every node reachable from ``roots`` along ``edges`` (the roots included)."""
     seen = set(roots)
     work = list(seen)
     while work:
