@@ -78,6 +78,9 @@ class Guards(Word):
     """The branch only logs or warns: no code path depends on it."""
     DEFINE = "define"
     """The branch only defines macros or per-arch constants: its effect is where they are used."""
+    TUNE = "tune"
+    """The branch only sets tuning values (tile sizes, warps, splits): the same code runs either
+    way, at another speed."""
 
 
 class Verdict(Word):

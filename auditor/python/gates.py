@@ -312,7 +312,7 @@ class Assembler:
             found = roles.role(body)
             if found == Guards.REJECT or _bails_out(node):
                 return Guards.REJECT
-            if found == Guards.LOG:
+            if found in (Guards.LOG, Guards.TUNE):
                 return found
         p = node.parent
         while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):

@@ -32,6 +32,7 @@ class _Roles:
     message_names: re.Pattern
     reason_returns: frozenset[str]
     fallback_words: re.Pattern
+    tuning_names: re.Pattern
 
 
 @cache
@@ -51,20 +52,23 @@ def _roles() -> _Roles:
         message_names=either(raw["message_names"]),
         reason_returns=frozenset(raw["reason_returns"]),
         fallback_words=re.compile("|".join(f"(?:{p})" for p in raw["fallback_words"]), re.I),
+        tuning_names=re.compile("|".join(f"(?:{p})" for p in raw["tuning_names"]), re.I),
     )
 
 
 def role(block: Node | None) -> Guards:
     """:attr:`Guards.REJECT` when a statement of the block gives up, :attr:`Guards.LOG` when
-    every statement that does something only logs, :attr:`Guards.TAKE` otherwise (and for no
-    block)."""
+    every statement that does something only logs, :attr:`Guards.TUNE` when those that do more
+    only set tuning values, :attr:`Guards.TAKE` otherwise (and for no block)."""
     if block is None:
         return Guards.TAKE
     kinds = [_statement(s) for s in block.named_children]
     if Guards.REJECT in kinds or _falls_back(block):
         return Guards.REJECT
-    acting = [k for k in kinds if k is not None]
-    return Guards.LOG if acting and all(k == Guards.LOG for k in acting) else Guards.TAKE
+    acting = {k for k in kinds if k is not None}
+    if acting == {Guards.LOG}:
+        return Guards.LOG
+    return Guards.TUNE if acting and acting <= {Guards.LOG, Guards.TUNE} else Guards.TAKE
 
 
 def rejects(stmt: Node) -> bool:
@@ -120,9 +124,8 @@ def _statement(stmt: Node) -> Guards | None:
     expr = stmt.named_children[0]
     if expr.type == "string" and f"{stmt.type}:string" in table.neutral:
         return None
-    if expr.type == "assignment":
-        left = text_of(child(expr, "left")).rpartition(".")[2]
-        return Guards.LOG if table.message_names.fullmatch(left) else Guards.TAKE
+    if expr.type in ("assignment", "augmented_assignment"):
+        return _assigns(child(expr, "left"))
     if expr.type != "call":
         return Guards.TAKE
     function = child(expr, "function")
@@ -131,6 +134,18 @@ def _statement(stmt: Node) -> Guards | None:
         return Guards.REJECT
     if table.log_calls.fullmatch(name) or _on_logger(function):
         return Guards.LOG
+    return Guards.TAKE
+
+
+def _assigns(left: Node | None) -> Guards:
+    """An assignment's part: keeping a message (LOG), setting tuning values only (TUNE:
+    ``BLOCK_N, num_warps = …``, ``self.split_k = 1``), or other code."""
+    targets = left.named_children if left is not None and left.type in ("pattern_list", "tuple_pattern") else [left]
+    last = [text_of(t).rpartition(".")[2] for t in targets if t is not None]
+    if len(last) == 1 and _roles().message_names.fullmatch(last[0]):
+        return Guards.LOG
+    if last and all(_roles().tuning_names.fullmatch(name) for name in last):
+        return Guards.TUNE
     return Guards.TAKE
 
 

@@ -74,7 +74,7 @@ class Decision:
             return False
         mine, theirs = capabilities_of(branch), capabilities_of(route)
         return (
-            route.guards in (Guards.TAKE, Guards.DEFINE)
+            route.guards in (Guards.TAKE, Guards.DEFINE, Guards.TUNE)
             and bool(mine)
             and bool(theirs)
             and Capability.parse(theirs[0]) > Capability.parse(mine[-1])
@@ -90,7 +90,7 @@ def own_branch(branch: Gate, target: Target) -> bool:
     """A branch written for the target's generation: it does work (no rejection, no log line),
     and it admits nothing older than the target's major (``elif major == 12``, ``elif
     is_sm120_supported()``), unlike a fallback the target falls into with older GPUs."""
-    if branch.guards not in (Guards.TAKE, Guards.DEFINE) or not takes(branch, target):
+    if branch.guards not in (Guards.TAKE, Guards.DEFINE, Guards.TUNE) or not takes(branch, target):
         return False
     major = Capability.parse(target.capability).major
     return all(Capability.parse(c).major >= major for c in capabilities_of(branch))

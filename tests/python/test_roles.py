@@ -1,4 +1,4 @@
-"""Branch roles read from bodies: rejections, log-only branches, the code a condition admits."""
+"""Branch roles read from bodies: rejections, log-only and tuning-only branches, the code a condition admits."""
 
 from __future__ import annotations
 
@@ -32,6 +32,12 @@ def guards(body: str) -> Guards:
         ('logger.warning("x")\nuse_fast = False', Guards.TAKE),
         ("use_fast = False", Guards.TAKE),
         ("seen.append(12)", Guards.TAKE),
+        ("BLOCK_N, num_warps = 64, 4", Guards.TUNE),
+        ("self.split_k = 1\nnum_stages += 1", Guards.TUNE),
+        ('BLOCK_N, target_splits = pick(rows)\nlogger.info("sm120 table")', Guards.TUNE),
+        ("BLOCK_N, backend = 64, 'fa3'", Guards.TAKE),
+        ("block_table = None", Guards.TAKE),
+        ("num_warps = 4\nrun_fast()", Guards.TAKE),
     ],
 )
 def test_role_from_body(body, expected):
