@@ -265,6 +265,10 @@ class Gate:
     remarks: tuple[str, ...] = ()
     """Capabilities the comments beside the gate name (``# SM121 (GB10) is excluded on purpose``)
     when they close the question: the author wrote about that part (:mod:`auditor.facts.remarks`)."""
+    scope: str = ""
+    """A comment line beside the gate, or beside the flag or predicate it reads, that states what
+    exists for a part it admits (``The SM100 mega kernels exist for 10.x only``): the gate restates
+    the kernels' scope, so widening it gives a turned-away target nothing to run."""
 
 
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

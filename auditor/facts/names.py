@@ -39,6 +39,8 @@ class Table:
     """Patterns of architecture names in a comment's text."""
     open_words: re.Pattern
     """Words that leave a comment's question open (a TODO)."""
+    scope: re.Pattern
+    """A comment line that states what exists (``the sm100 kernels exist for 10.x only``)."""
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
@@ -89,6 +91,7 @@ def table() -> Table:
         paths=tuple((re.compile(p["pattern"]), p) for p in raw["paths"]["patterns"]),
         comments=tuple((re.compile(p["pattern"]), p) for p in raw["comments"]["patterns"]),
         open_words=re.compile(r"\b(?:" + "|".join(map(re.escape, raw["comments"]["open"])) + r")\b"),
+        scope=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["scope"])),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
         toolkit=Toolkit(
@@ -163,6 +166,20 @@ def comment_architectures(text: str) -> frozenset[str]:
         for m in pattern.finditer(lower):
             found |= _named(entry, m)
     return frozenset(found)
+
+
+def scope_statements(text: str) -> list[tuple[str, frozenset[str]]]:
+    """The comment lines that state what exists (``# The SM100 mega kernels exist for 10.x
+    only``), each with the capabilities it names; none from a comment that leaves the question
+    open."""
+    out = []
+    for line in text.split("\n"):
+        lower = line.lower()
+        if table().scope.search(lower) and not table().open_words.search(lower):
+            named = comment_architectures(line)
+            if named:
+                out.append((line.strip().lstrip("#/* ").strip(), named))
+    return out
 
 
 def path_architectures(path: str) -> frozenset[str]:

@@ -7,6 +7,10 @@ a finding that invites widening it points the wrong way. A comment that leaves t
 open (``# TODO: enable on sm_121``) closes nothing (``data/predicate-names.json`` ``comments``).
 Only the comment blocks right above and right below the gate, and comments on its own lines,
 count; and the same beside the definition of a flag or predicate the gate reads.
+
+A comment may also state what exists (``# The SM100 mega kernels exist for 10.x only``): when
+it names a part the gate admits, the gate restates the kernels' scope, and widening it gives the
+turned-away target nothing to run. Its line is kept as the gate's ``scope``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from auditor import arch
+from auditor import arch, verdicts
 from auditor.facts import names
 from auditor.model import Gate, Language, SourceFile, Target
 
@@ -30,7 +34,7 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
     by_path = {f.path: f for f in files}
     wanted: dict[str, list[int]] = {}
     for i, g in enumerate(gates):
-        if g.file in by_path and not all(arch.admits_target(g.domain, g.admits, t) for t in targets):
+        if g.file in by_path and any(verdicts.turns_away(g, t) for t in targets):
             wanted.setdefault(g.file, []).append(i)
     out = list(gates)
     texts: dict[str, list[str]] = {}
@@ -46,14 +50,42 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
             said = [_comments(lines_of(path), g.line, g.end_line, g.language)]
             # a flag's or predicate's definition speaks for its uses
             said += [
-                _comments(lines_of(r.file), r.line, r.line, g.language)
+                _comments(lines_of(r.file), r.line, _body_end(lines_of(r.file), r.line, r.detail), g.language)
                 for r in g.resolutions
                 if r.line > 0 and r.file in by_path and (r.file, r.line) != (g.file, g.line)
             ]
-            named = names.comment_architectures("\n".join(said))
+            text = "\n".join(said)
+            named = names.comment_architectures(text)
             if named:
-                out[i] = replace(g, remarks=tuple(sorted(named, key=arch.Capability.parse)))
+                g = replace(g, remarks=tuple(sorted(named, key=arch.Capability.parse)))
+            scope = next((line for line, caps in names.scope_statements(text) if _admits_any(g, caps)), "")
+            out[i] = replace(g, scope=scope) if scope else g
     return out
+
+
+def _admits_any(gate: Gate, capabilities: frozenset[str]) -> bool:
+    """Whether the gate lets one of the capabilities a comment names through to the code it guards."""
+    return any(not verdicts.turns_away(gate, arch.parse_target(c)) for c in capabilities)
+
+
+BODY = 40
+"""How many lines of a predicate's body its comments may come from."""
+
+
+def _body_end(lines: list[str], line: int, detail: str) -> int:
+    """The last line of a Python predicate's body (``def …:``, indented deeper than the ``def``,
+    at most :data:`BODY` lines): its comments explain what it returns. Other definitions are one line."""
+    if not detail.lstrip().startswith(("def ", "async def ")) or line > len(lines):
+        return line
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    end = line
+    for n in range(line, min(len(lines), line + BODY)):
+        text = lines[n]
+        if text.strip() and len(text) - len(text.lstrip()) <= indent:
+            break
+        if text.strip():
+            end = n + 1
+    return end
 
 
 def _comments(lines: list[str], line: int, end_line: int, language: Language) -> str:

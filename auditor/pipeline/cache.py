@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA = 4
+SCHEMA = 5
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")

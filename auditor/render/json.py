@@ -62,6 +62,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["reach"] = gate.reach
     if gate.remarks:
         doc["remarks"] = list(gate.remarks)
+    if gate.scope:
+        doc["scope"] = gate.scope
     if gate.built_by:
         doc["built_by"] = list(gate.built_by)
     if gate.toolkits:

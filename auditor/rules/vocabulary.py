@@ -245,6 +245,13 @@ def remarked(v: GateView) -> bool:
     return any(t.capability in v.gate.remarks for t in v.excluded)
 
 
+def states_scope(v: GateView) -> bool:
+    """A comment beside the gate, or beside the flag or predicate it reads, states what exists for
+    a part it admits (``# The SM100 mega kernels exist for compute capability 10.x only``): the gate
+    restates the kernels' scope, not a list that forgot the target (:mod:`auditor.facts.remarks`)."""
+    return bool(v.gate.scope)
+
+
 def remarked_sent_apart(v: GateView) -> bool:
     """A comment beside the gate names a target it sends apart from its older sibling (``# GB10
     (12.1) keeps DeepGEMM: it has tcgen05`` beside ``if sm_version == 120: return False``): that
@@ -620,6 +627,7 @@ PREDICATES: dict[str, Predicate] = {
     "own_architecture": own_architecture,
     "remarked": remarked,
     "remarked_sent_apart": remarked_sent_apart,
+    "states_scope": states_scope,
     "minor_only": minor_only,
     "minor_by_convention": minor_by_convention,
     "admits_target_major": admits_target_major,
@@ -724,6 +732,17 @@ def _same_major(v: GateView) -> str:
     return ", ".join(c for c in v.capabilities if _cap(c).major in majors) or "none"
 
 
+def _tuned_apart(v: GateView) -> tuple[tuple[Target, ...], str]:
+    """For a tuning-only branch: the requested targets run with other values than the devices
+    that get the tuned ones, and those devices. A branch for everyone but an older minor
+    (``if not is_device_capability((12, 0)): split_k = 1``) keeps that minor's values from its
+    siblings; otherwise the excluded targets miss the values the branch gives what it admits."""
+    apart = _sent_apart(v)
+    if apart:
+        return apart, _labels(v.excluded)
+    return v.excluded, arch.compact(v.gate.domain, v.allowed)
+
+
 def _root_cause(v: GateView) -> str:
     """The macro definitions a C/CUDA gate's own condition goes through: where its verdict is decided."""
     if v.gate.language != Language.CUDA or not v.gate.resolutions:
@@ -807,6 +826,8 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
     "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
+    "untuned": lambda v: _labels(_tuned_apart(v)[0]),
+    "tuned_like": lambda v: _tuned_apart(v)[1],
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",
     "beyond_name": lambda v: ", ".join(_beyond_name(v)) or "none",
     "unknowns": lambda v: ", ".join(v.gate.unknowns) or "none",

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from auditor import arch
 from auditor.facts.remarks import with_remarks
-from auditor.model import Domain, Gate, GateKind, Language, Resolution, SourceFile
+from auditor.model import Domain, Gate, GateKind, Guards, Language, Resolution, SourceFile
 
 SOURCE = """\
 def select(major, minor):
@@ -51,3 +51,49 @@ def test_comments_that_close_the_question_name_their_parts():
     assert found[12] == ("12.1",)  # a comment on the gate's own line (the block above ends at code)
     use = replace(_gate(13), resolutions=(Resolution("use_b12x", "pkg/select.py", 8, "use_b12x = ..."),))
     assert with_remarks([use], files, arch.parse_targets("12.1"))[0].remarks == ("12.1",)  # its flag's definition
+
+
+SCOPED = """\
+def fused_ready(major):
+    if major < 9:
+        return False
+    # The fused kernels exist for SM90 and SM100 only.
+    return major in (9, 10)
+
+
+def tested_ready(major):
+    # only tested on SM90 and SM100 so far
+    return major in (9, 10)
+
+
+def planned_ready(major):
+    # TODO: the fused kernels are only built for SM90 and SM100
+    return major in (9, 10)
+"""
+
+
+def _rejection(line: int, predicate: int) -> Gate:
+    """``if not ready(): return False`` at ``line``, through the predicate defined at ``predicate``."""
+    return replace(
+        _gate(line),
+        file="pkg/use.py",
+        kind=GateKind.PREDICATE_CALL,
+        expression="not ready()",
+        admits=("7.0", "8.0", "12.0", "12.1"),
+        guards=Guards.REJECT,
+        surely=("7.0", "8.0", "12.0", "12.1"),
+        resolutions=(Resolution("ready", "pkg/ready.py", predicate, "def ready(major):"),),
+    )
+
+
+def test_a_comment_in_a_predicate_body_that_states_what_exists_is_its_scope():
+    uses = "def use(major):\n    if not a(major): return False\n    if not b(major): return False\n    if not c(major): return False\n"
+    files = [
+        SourceFile("pkg/ready.py", SCOPED.encode(), "python", "t"),
+        SourceFile("pkg/use.py", uses.encode(), "python", "t"),
+    ]
+    gates = [_rejection(2, 1), _rejection(3, 8), _rejection(4, 13)]
+    found = {g.line: g.scope for g in with_remarks(gates, files, arch.parse_targets("12.0,12.1"))}
+    assert found[2] == "The fused kernels exist for SM90 and SM100 only."  # a rejection lets 9.0 and 10.0 through
+    assert found[3] == ""  # "tested" says nothing about what exists
+    assert found[4] == ""  # a TODO leaves it open
