@@ -120,6 +120,9 @@ class Reach(Word):
     UNCALLED = "uncalled"
     """A function of reached vendored code that no file able to see its definition calls
     (:mod:`auditor.pipeline.calls`)."""
+    PROGRAM = "program"
+    """A C/C++ source of a Python package with a ``main()`` of its own (a test or benchmark
+    driver), or a header only such sources include: the package loads a library, not a program."""
 
 
 class Severity(Word):

@@ -17,7 +17,10 @@ sends a user after code that never runs. Reach is decided over the whole input:
   touches ``sys.path`` reaches every module of its folder.
 
 Only vendored files (``data/vendored.json``) can be unreached: the package's own headers
-and modules are its interface, used from outside the input. Tests are not judged either: a
+and modules are its interface, used from outside the input. One exception: in a Python package a
+C/C++ source with a ``main()`` of its own is a test or benchmark driver (TensorRT-LLM's
+standalone fmha runner), not the library the package loads; it and what only it includes are
+:attr:`Reach.PROGRAM`. Tests are not judged either: a
 test that skips on 12.x decides nothing for the package (:func:`in_tests`). An input with no
 translation unit and no JIT include says nothing about its headers: they all count as reached.
 """
@@ -36,6 +39,8 @@ from auditor.sources.files import C_EXTENSIONS, TEMPLATE_EXTENSIONS, suffix_of
 
 HEADERS = frozenset({".h", ".hpp", ".hh", ".cuh", ".inl"})
 """C extensions that are included, not compiled; every other C file or template starts a unit."""
+_MAIN = re.compile(rb"^[ \t]*(?:int|auto|void)[ \t]+main[ \t]*\(", re.M)
+"""A ``main()`` defined at the start of a line: the file is a program of its own."""
 _JIT_INCLUDE = re.compile(rb"#\s*include\s*[<\"]([^<>\"\s]+)[>\"]")
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[\w., \t]+)|import[ \t]+([\w., \t]+))", re.M
@@ -78,8 +83,9 @@ def headers(
         written_by.setdefault(i, set()).update(held[i])
         others |= set(held[i])
         edges[i] = [j for j in edges[i] if j not in held[i]]
-    roots = [i for i, p in enumerate(paths) if _unit(p) and i not in others]
     own = [(path, _jit_includes(data)) for path, data in python if not vendored(path)[0]]
+    drivers = {i for i, p in enumerate(paths) if own and _unit(p) and i not in others and _program(read(p))}
+    roots = [i for i, p in enumerate(paths) if _unit(p) and i not in others and i not in drivers]
     jit = {name for _, names in own for name in names}
     roots += _named(paths, {n for n in jit if "{" not in n})
     patterns = _named(paths, {n for n in jit if "{" in n})  # ``#include "{name}"``: any file but the restricted
@@ -109,9 +115,12 @@ def headers(
             break
         seen = again
     elsewhere = closure(others, edges) - seen
-    reach = {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere} | {
-        p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere and vendored(p)[0]
-    }
+    alone = closure(drivers, edges) - seen - elsewhere
+    reach = (
+        {p: Reach.UNBUILT for i, p in enumerate(paths) if i in elsewhere}
+        | {p: Reach.PROGRAM for i, p in enumerate(paths) if i in alone}
+        | {p: Reach.UNINCLUDED for i, p in enumerate(paths) if i not in seen | elsewhere | alone and vendored(p)[0]}
+    )
     named = {n for n in jit if "{" in n and _PLACEHOLDER.sub("", posixpath.basename(n))}  # not a bare "{file}"
     return Reached(
         reach,
@@ -267,6 +276,11 @@ def _unit(path: str) -> bool:
     if suffix in TEMPLATE_EXTENSIONS:
         return True
     return suffix in C_EXTENSIONS and suffix not in HEADERS
+
+
+def _program(data: bytes) -> bool:
+    """Whether a C/C++ source defines ``main()``: a program of its own."""
+    return b"main" in data and _MAIN.search(data) is not None
 
 
 def _jit_includes(data: bytes) -> set[str]:

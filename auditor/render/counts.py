@@ -59,6 +59,7 @@ REACH = {
     Reach.TEST: "a test of the package, not a path the package runs",
     Reach.UNBUILT: "code the package builds only for another generation (its JIT flags or run-time compile options)",
     Reach.UNCALLED: "a function of vendored code that no file able to see its definition calls",
+    Reach.PROGRAM: "a standalone program (its own main()), not the library the package loads",
 }
 """Why a gate is not judged, by its :attr:`~auditor.model.Gate.reach`."""
 
@@ -69,8 +70,8 @@ def unreached_note(h: Headline) -> str:
         return ""
     gates = "gate" if h.unreached == 1 else "gates"
     return (
-        f"{h.unreached:,} {gates} in tests, in code built only for other generations and in vendored code the"
-        " package never includes, imports or calls, not judged (--unreached judges them)"
+        f"{h.unreached:,} {gates} in tests and standalone programs, in code built only for other generations and in"
+        " vendored code the package never includes, imports or calls, not judged (--unreached judges them)"
     )
 
 

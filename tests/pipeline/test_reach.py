@@ -28,6 +28,8 @@ def test_only_what_a_unit_a_jit_source_or_an_import_reaches_is_judged():
         f"{LIB}/gemm_wide.cuh": Reach.REACHED,  # ... and `#include <lib/gemm_{VARIANT}.cuh>`
         f"{LIB}/nvrtc_only.cuh": Reach.REACHED,  # the program kernel.cu compiles at run time includes it
         f"{LIB}/unused.cuh": Reach.UNINCLUDED,
+        "pkg/csrc/runner/runner.cpp": Reach.PROGRAM,  # its own main(): a test driver
+        "pkg/csrc/runner/runner_options.h": Reach.PROGRAM,  # only the driver includes it
         "pkg/third_party/tool/api.py": Reach.REACHED,  # pkg/use.py imports it
         "pkg/third_party/tool/helper.py": Reach.REACHED,  # api.py imports it: `from . import helper`
         "pkg/third_party/dsl/ops.py": Reach.UNIMPORTED,
@@ -44,17 +46,19 @@ def _sites(result) -> set[str]:
 def test_the_reports_say_what_was_not_judged(capsys):
     cli.main(["scan", str(TREE), "--no-cache", "--jobs", "1", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
-    assert doc["summary"]["unreached_gates"] == 2  # unused.cuh and dsl/ops.py
+    assert doc["summary"]["unreached_gates"] == 4  # unused.cuh, dsl/ops.py and the runner's two files
     assert {g["file"]: g["reach"] for g in doc["gates"] if "reach" in g} == {
         f"{LIB}/unused.cuh": "unincluded",
+        "pkg/csrc/runner/runner.cpp": "program",
+        "pkg/csrc/runner/runner_options.h": "program",
         "pkg/third_party/dsl/ops.py": "unimported",
     }
     cli.main(["scan", str(TREE), "--no-cache", "--jobs", "1"])
     text = capsys.readouterr().out
     assert "not judged: a vendored header that no translation unit or JIT source of the input includes" in text
     assert text.rstrip().endswith(
-        "2 gates in tests, in code built only for other generations and in vendored code the package never"
-        " includes, imports or calls, not judged (--unreached judges them)"
+        "4 gates in tests and standalone programs, in code built only for other generations and in vendored code"
+        " the package never includes, imports or calls, not judged (--unreached judges them)"
     )
 
 
