@@ -98,11 +98,11 @@ def _reason_return(stmt: Node) -> bool:
 
 
 def error_return(stmt: Node) -> bool:
-    """``return False, "why"``: a tuple whose first element is an error shape."""
+    """``return False, "why"`` (or ``return (False, "why")``): a tuple whose first element is an error shape."""
     if stmt.type != "return_statement":
         return False
     values = [c for c in stmt.named_children if c.type != "comment"]
-    if len(values) != 1 or values[0].type != "expression_list":
+    if len(values) != 1 or values[0].type not in ("expression_list", "tuple"):
         return False
     first = next((c for c in values[0].named_children if c.type != "comment"), None)
     return first is not None and first.type in _roles().error_returns

@@ -24,6 +24,7 @@ def guards(body: str) -> Guards:
     [
         ('raise RuntimeError("no")', Guards.REJECT),
         ('return False, "not tuned for 12.x"', Guards.REJECT),
+        ('return (False, "not tuned for 12.x")', Guards.REJECT),
         ('unsupported.append("12.x")', Guards.REJECT),
         ('logger.warning("untested")\nreturn False, "untested"', Guards.REJECT),
         ('logger.warning("untested on 12.x")', Guards.LOG),
