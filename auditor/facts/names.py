@@ -41,6 +41,8 @@ class Table:
     """Words that leave a comment's question open (a TODO)."""
     scope: re.Pattern
     """A comment line that states what exists (``the sm100 kernels exist for 10.x only``)."""
+    scope_messages: re.Pattern
+    """A rejection's message that does (``FA4 is only supported on 9.x, 10.x, or 11.x``)."""
     lists: tuple[dict, ...]
     tokens: re.Pattern
     """Bytes pattern: a file without a match holds no gate and no predicate definition."""
@@ -92,6 +94,9 @@ def table() -> Table:
         comments=tuple((re.compile(p["pattern"]), p) for p in raw["comments"]["patterns"]),
         open_words=re.compile(r"\b(?:" + "|".join(map(re.escape, raw["comments"]["open"])) + r")\b"),
         scope=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["scope"])),
+        scope_messages=re.compile(
+            "|".join(f"(?:{p})" for p in raw["comments"]["scope"] + raw["comments"]["scope_messages"])
+        ),
         lists=tuple(raw["lists"]),
         tokens=re.compile("|".join(raw["tokens"]).encode()),
         toolkit=Toolkit(
@@ -168,18 +173,39 @@ def comment_architectures(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def scope_statements(text: str) -> list[tuple[str, frozenset[str]]]:
+def scope_statements(text: str, messages: bool = False) -> list[tuple[str, frozenset[str]]]:
     """The comment lines that state what exists (``# The SM100 mega kernels exist for 10.x
-    only``), each with the capabilities it names; none from a comment that leaves the question
-    open."""
+    only``), or with ``messages`` the rejection messages that do (``only supported on 9.x``), each
+    with the capabilities it names; none from one that leaves the question open."""
     out = []
+    scope = table().scope_messages if messages else table().scope
     for line in text.split("\n"):
         lower = line.lower()
-        if table().scope.search(lower) and not table().open_words.search(lower):
-            named = comment_architectures(line)
+        if scope.search(lower) and not table().open_words.search(lower):
+            named = comment_architectures(line) | _capability_list(lower)
             if named:
                 out.append((line.strip().lstrip("#/* ").strip(), named))
     return out
+
+
+_CAPABILITY_LIST = re.compile(r"\bcompute capabilit(?:y|ies)\b(.*)")
+_CAPABILITY = re.compile(r"\b([1-9]\d?)\.(x|\d)\b")
+
+
+def _capability_list(lower: str) -> frozenset[str]:
+    """What a list after "compute capability" names (``compute capability 9.x, 10.x, or 11.x``,
+    ``>= 8.0``): only there is ``10.x`` a capability rather than a release of something."""
+    m = _CAPABILITY_LIST.search(lower)
+    if m is None:
+        return frozenset()
+    found = set()
+    for major, minor in _CAPABILITY.findall(m.group(1)):
+        found |= {
+            c
+            for c in arch.capabilities()
+            if arch.Capability.parse(c).major == int(major) and minor in ("x", str(arch.Capability.parse(c).minor))
+        }
+    return frozenset(found)
 
 
 def path_architectures(path: str) -> frozenset[str]:

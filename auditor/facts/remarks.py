@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from auditor import arch, verdicts
 from auditor.facts import names
-from auditor.model import Gate, Language, SourceFile, Target
+from auditor.model import Gate, Guards, Language, SourceFile, Target
 
 NEAR = 8
 """How many lines above or below a gate its comment blocks may reach."""
@@ -58,9 +58,28 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
             named = names.comment_architectures(text)
             if named:
                 g = replace(g, remarks=tuple(sorted(named, key=arch.Capability.parse)))
-            scope = next((line for line, caps in names.scope_statements(text) if _admits_any(g, caps)), "")
+            stated = names.scope_statements(text)
+            if g.guards == Guards.REJECT:  # what it says when it gives up: its own and its predicates' reasons
+                spans = [g.body_lines] + [
+                    (r.line, _body_end(lines_of(r.file), r.line, r.detail)) for r in g.resolutions if r.file == path
+                ]
+                stated += names.scope_statements(_strings(lines_of(path), spans), messages=True)
+            scope = next((line for line, caps in stated if _admits_any(g, caps)), "")
             out[i] = replace(g, scope=scope) if scope else g
     return out
+
+
+_STRING = re.compile(r"""(["'])((?:\\.|(?!\1).)*)\1""")
+
+
+def _strings(lines: list[str], spans: Sequence[tuple[int, int]]) -> str:
+    """The string literals on the lines of the spans (1-based, inclusive), one per line: a
+    rejection's messages."""
+    found = []
+    for first, last in spans:
+        for text in lines[max(first - 1, 0) : last] if first else ():
+            found += [m.group(2) for m in _STRING.finditer(text)]
+    return "\n".join(found)
 
 
 def _admits_any(gate: Gate, capabilities: frozenset[str]) -> bool:

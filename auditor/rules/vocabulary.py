@@ -826,6 +826,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "classification": lambda v: v.classification or "n/a",
     "same_major": _same_major,
     "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
+    "scope": lambda v: v.gate.scope or "none",
     "untuned": lambda v: _labels(_tuned_apart(v)[0]),
     "tuned_like": lambda v: _tuned_apart(v)[1],
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",

@@ -57,7 +57,7 @@ SCOPED = """\
 def fused_ready(major):
     if major < 9:
         return False
-    # The fused kernels exist for SM90 and SM100 only.
+    # The fused kernels exist for compute capability 9.x (SM90) and SM100 only.
     return major in (9, 10)
 
 
@@ -94,6 +94,8 @@ def test_a_comment_in_a_predicate_body_that_states_what_exists_is_its_scope():
     ]
     gates = [_rejection(2, 1), _rejection(3, 8), _rejection(4, 13)]
     found = {g.line: g.scope for g in with_remarks(gates, files, arch.parse_targets("12.0,12.1"))}
-    assert found[2] == "The fused kernels exist for SM90 and SM100 only."  # a rejection lets 9.0 and 10.0 through
+    assert (
+        found[2] == "The fused kernels exist for compute capability 9.x (SM90) and SM100 only."
+    )  # a rejection lets 9.0 and 10.0 through
     assert found[3] == ""  # "tested" says nothing about what exists
     assert found[4] == ""  # a TODO leaves it open
