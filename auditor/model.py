@@ -269,9 +269,10 @@ class Gate:
     """Capabilities the comments beside the gate name (``# SM121 (GB10) is excluded on purpose``)
     when they close the question: the author wrote about that part (:mod:`auditor.facts.remarks`)."""
     scope: str = ""
-    """A comment line beside the gate, or beside the flag or predicate it reads, that states what
-    exists for a part it admits (``The SM100 mega kernels exist for 10.x only``): the gate restates
-    the kernels' scope, so widening it gives a turned-away target nothing to run."""
+    """A comment line beside the gate or in the predicate it reads, or a rejection's message,
+    that states what exists for a part it lets through (``The SM100 mega kernels exist for 10.x
+    only``): the gate restates the kernels' scope, so widening it alone gives a turned-away
+    target nothing to run (:mod:`auditor.facts.remarks`)."""
 
 
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

@@ -8,9 +8,11 @@ open (``# TODO: enable on sm_121``) closes nothing (``data/predicate-names.json`
 Only the comment blocks right above and right below the gate, and comments on its own lines,
 count; and the same beside the definition of a flag or predicate the gate reads.
 
-A comment may also state what exists (``# The SM100 mega kernels exist for 10.x only``): when
-it names a part the gate admits, the gate restates the kernels' scope, and widening it gives the
-turned-away target nothing to run. Its line is kept as the gate's ``scope``.
+A comment may also state what exists (``# The SM100 mega kernels exist for 10.x only``), and so
+may a rejection's message (``"FA4 is only supported on devices with compute capability 9.x,
+10.x, or 11.x"``, in its body or the body of a predicate it calls): when it names a part the
+gate lets through, the gate restates the kernels' scope, and widening it alone gives the
+turned-away target nothing to run. The statement is kept as the gate's ``scope``.
 """
 
 from __future__ import annotations
@@ -60,10 +62,12 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
                 g = replace(g, remarks=tuple(sorted(named, key=arch.Capability.parse)))
             stated = names.scope_statements(text)
             if g.guards == Guards.REJECT:  # what it says when it gives up: its own and its predicates' reasons
-                spans = [g.body_lines] + [
-                    (r.line, _body_end(lines_of(r.file), r.line, r.detail)) for r in g.resolutions if r.file == path
+                spans = [(lines_of(path), *g.body_lines)] + [
+                    (lines_of(r.file), r.line, _body_end(lines_of(r.file), r.line, r.detail))
+                    for r in g.resolutions
+                    if r.line > 0 and r.file in by_path
                 ]
-                stated += names.scope_statements(_strings(lines_of(path), spans), messages=True)
+                stated += names.scope_statements(_strings(spans), messages=True)
             scope = next((line for line, caps in stated if _admits_any(g, caps)), "")
             out[i] = replace(g, scope=scope) if scope else g
     return out
@@ -72,11 +76,11 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
 _STRING = re.compile(r"""(["'])((?:\\.|(?!\1).)*)\1""")
 
 
-def _strings(lines: list[str], spans: Sequence[tuple[int, int]]) -> str:
-    """The string literals on the lines of the spans (1-based, inclusive), one per line: a
-    rejection's messages."""
+def _strings(spans: Sequence[tuple[list[str], int, int]]) -> str:
+    """The string literals on the lines of the spans (a file's lines, first and last line,
+    1-based, inclusive), one per line: a rejection's messages."""
     found = []
-    for first, last in spans:
+    for lines, first, last in spans:
         for text in lines[max(first - 1, 0) : last] if first else ():
             found += [m.group(2) for m in _STRING.finditer(text)]
     return "\n".join(found)
