@@ -198,14 +198,13 @@ def _capability_list(lower: str) -> frozenset[str]:
     m = _CAPABILITY_LIST.search(lower)
     if m is None:
         return frozenset()
-    found = set()
-    for major, minor in _CAPABILITY.findall(m.group(1)):
-        found |= {
-            c
-            for c in arch.capabilities()
-            if arch.Capability.parse(c).major == int(major) and minor in ("x", str(arch.Capability.parse(c).minor))
-        }
-    return frozenset(found)
+    named = _CAPABILITY.findall(m.group(1))
+    return frozenset(
+        c
+        for c in arch.capabilities()
+        for cap in [arch.Capability.parse(c)]
+        if any(cap.major == int(major) and minor in ("x", str(cap.minor)) for major, minor in named)
+    )
 
 
 def path_architectures(path: str) -> frozenset[str]:

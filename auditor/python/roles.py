@@ -39,8 +39,8 @@ class _Roles:
 def _roles() -> _Roles:
     raw = datafiles.read_json("branch-roles.json")
 
-    def either(patterns: list[str]) -> re.Pattern:
-        return re.compile("|".join(f"(?:{p})" for p in patterns))
+    def either(patterns: list[str], flags: int = 0) -> re.Pattern:
+        return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
 
     return _Roles(
         log_calls=either(raw["log_calls"]),
@@ -51,8 +51,8 @@ def _roles() -> _Roles:
         log_owners=frozenset(raw["log_owners"]),
         message_names=either(raw["message_names"]),
         reason_returns=frozenset(raw["reason_returns"]),
-        fallback_words=re.compile("|".join(f"(?:{p})" for p in raw["fallback_words"]), re.I),
-        tuning_names=re.compile("|".join(f"(?:{p})" for p in raw["tuning_names"]), re.I),
+        fallback_words=either(raw["fallback_words"], re.I),
+        tuning_names=either(raw["tuning_names"], re.I),
     )
 
 
