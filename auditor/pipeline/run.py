@@ -256,7 +256,11 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
     with Workers(options.jobs, len(files), options.progress) as workers:
         kept = store.recall(f"python:{key}", EXTRACTED)
         first = survey.reads if survey else None
-        pending = workers.python(_python_files(files, first), options.toolkits) if kept is None else finished(kept)
+        pending = (
+            workers.python(_python_files(files, first), options.toolkits, store if survey else None)
+            if kept is None
+            else finished(kept)
+        )
         reads = first if first is not None else workers.read(files, digest=False, scan=True)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
