@@ -508,6 +508,14 @@ class KeptBatches:
         """Keep these batches for the next scan."""
         self.cache.put_many([(key, EVALUATED.encode(e)) for key, e in items])
 
+    def get(self, key: str) -> Any:
+        """A JSON entry of the pass (what a load did), or None."""
+        return self.cache.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep a JSON entry of the pass."""
+        self.cache.put_many([(key, value)])
+
 
 @dataclass(frozen=True)
 class InputResult:

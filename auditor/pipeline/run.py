@@ -268,9 +268,12 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         binaries = binary_records(listings, input_name, options.targets)
         packages = binary_verdicts(binaries)
 
-        def judged(found: tuple[list[Gate], list[FileError]], sources: list) -> tuple[list[Gate], list[Finding]]:
+        def judged(
+            found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
+        ) -> tuple[list[Gate], list[Finding]]:
             gates = with_features(found[0], readable, options.targets)
-            gates = with_extensions(with_remarks(gates, readable, options.targets), readable, binaries, open_file)
+            gates = with_remarks(gates, readable, options.targets)
+            gates = with_extensions(gates, readable, binaries, open_file, summaries)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"
@@ -287,7 +290,12 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         reads = []  # let the C/CUDA structures go
         c_gates, c_findings = judged(c_found, [f for f in marked if f.language != "python"])
         python = (_imported(python[0], files), python[1])
-        py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"])
+        keys = _summary_keys(files, survey.reads) if survey else {}
+        kept_summaries = store.get_many(list(keys.values())) if keys else {}
+        summaries = {p: kept_summaries[k] for p, k in keys.items() if k in kept_summaries}
+        known = set(summaries)
+        py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"], summaries)
+        store.put_many([(keys[p], v) for p, v in summaries.items() if p not in known and p in keys])
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))
     return InputResult(c_gates + py_gates, findings, c_found[1] + python[1] + bin_errors, binaries)
 
@@ -297,6 +305,16 @@ def _imported(gates: list[Gate], files: Sequence) -> list[Gate]:
     by_path = {f.path: f for f in files if f.language == "python"}
     unreached = reach.in_tests(by_path) | reach.modules(by_path, lambda p: _bytes(by_path[p]))
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in gates]
+
+
+def _summary_keys(files: list, reads: list[Read]) -> dict[str, str]:
+    """Per readable Python file, the key of its summary for the binaries' evidence
+    (:func:`~auditor.facts.binaries.source_summary`): its path (its module name) and content."""
+    return {
+        f.path: f"pysource:{tool_digest()}:{r.digest}:{f.path}"
+        for f, (r, _) in zip(files, reads)
+        if f.language == "python" and r.error is None and r.digest
+    }
 
 
 def _scanned(files: list, reads: list[Read], store: Cache, workers: Workers) -> list[Read]:

@@ -17,7 +17,7 @@ import multiprocessing
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from auditor import arch, fingerprint, model
 from auditor.facts import names
@@ -26,7 +26,7 @@ from auditor.python.gates import Found, scan_module
 from auditor.python.interp import Interp
 from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.models import models
-from auditor.python.symbols import Module, Program, Reads, word_pattern, word_starts
+from auditor.python.symbols import Module, Program, Reads, source_digest, word_pattern, word_starts
 from auditor.python.syntax import child
 from auditor.python.values import Cap, Func, Props, SelfRef, capability, is_boolish
 
@@ -52,7 +52,7 @@ def extract(
     once (:func:`load`), then its modules are read (:func:`read`, with what ``kept`` holds of
     the last scan) under the chosen CUDA ``toolkits`` (empty: every known one)."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
-    prog, relevant = load(python, progress)
+    prog, relevant = load(python, progress, kept, salt)
     return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress, toolkits, kept, salt)
 
 
@@ -68,6 +68,14 @@ class Kept(Protocol):
 
     def keep(self, items: Sequence[tuple[str, Evaluated]]) -> None:
         """Keep these entries for the next scan."""
+        ...
+
+    def get(self, key: str) -> Any:
+        """A JSON entry, or None."""
+        ...
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep a JSON entry."""
         ...
 
 
@@ -233,7 +241,7 @@ def _read_modules(
     return gates, errors, loaded, reads
 
 
-def load(files: Sequence[model.SourceFile], progress: Progress = None):
+def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kept | None = None, salt: str = ""):
     """Parse the files that matter: those with arch tokens, then those that name a predicate
     the parsed ones define, until no new predicate turns up.
 
@@ -241,11 +249,24 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None):
     method) whose value depends on the arch when evaluated — found by evaluating it, not by
     its text, so that the callers of callers of a capability check do not all count.
     Returns the program (with the files it could not read) and the relevance test.
+
+    With ``kept``, what a load of the same files did is kept (which files it loaded, in what
+    order, and the predicates it learned); a load whose loaded files are all unchanged, and
+    whose other files import the same words, replays it instead of learning again.
     """
     tokens = names.table().tokens
     prog = Program(files)
     relevant = Relevance(names.table().relevant)
     pending, rest = _split(files, tokens, prog.errors)
+    key = ""
+    if kept is not None:
+        key = f"python-load:{salt}:{_split_digest(files, pending, rest, prog.errors)}"
+        entry = kept.get(key)
+        if entry is not None:
+            again = _replay(files, pending, prog.errors, entry)
+            if again is not None:
+                return again
+        prog.log = []
     known: set[str] = set()
     settled: dict[int, frozenset[str]] = {}
     """Units found to be no predicate, with their words: looked at again only when they name
@@ -287,6 +308,51 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None):
         relevant.learn(fresh, known)
         pending = [f for f, words in rest if words & fresh]
         rest = [(f, words) for f, words in rest if not words & fresh]
+    if kept is not None and prog.log is not None:
+        kept.put(key, {"log": [list(e) for e in prog.log], "known": sorted(known)})
+    prog.log = None
+    return prog, relevant
+
+
+def _split_digest(files: Sequence, pending: list, rest: list, errors: list) -> str:
+    """What decides the loading besides the contents of the files loaded: the files, which of
+    them hold an arch token, and the words of the others' imports."""
+    words = {f.path: sorted(w) for f, w in rest}
+    hit = {f.path for f in pending}
+    bad = {e.file: e.reason for e in errors}
+    return json_digest(
+        [[f.path, f.input, "hit" if f.path in hit else bad.get(f.path) or words.get(f.path, [])] for f in files]
+    )
+
+
+def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Program, Relevance] | None:
+    """The program as a load before left it, when every file it loaded is unchanged: the same
+    files loaded and modules dropped in the same order, the same predicates learned, without
+    learning them again. None when a file it loaded has changed (or the entry is no such
+    record)."""
+    try:
+        log = [(str(op), str(path), str(what)) for op, path, what in entry["log"]]
+        known = {str(n) for n in entry["known"]}
+    except (KeyError, TypeError, ValueError):
+        return None
+    prog = Program(files)
+    prog.errors.extend(errors)
+    relevant = Relevance(names.table().relevant)
+    given = {f.path: f for f in pending}
+    for op, path, what in log:
+        if op == "load":
+            f = given.get(path) or prog.source(path)
+            if f is None:
+                return None
+            m = prog.load(f)
+            if (m.digest if m is not None else source_digest(f.data)) != what:
+                return None
+        elif op == "drop" and path in prog.by_path:
+            prog.drop(prog.by_path[path], what)
+        else:
+            return None
+    if known:
+        relevant.learn(known, known)
     return prog, relevant
 
 

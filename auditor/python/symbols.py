@@ -416,6 +416,8 @@ class Program:
         self.functions: dict[str, list[tuple[Module, Binding]]] = {}
         self.methods: dict[str, list[tuple[Module, str, Node]]] = {}
         self.reads: Reads | None = None
+        self.log: list[tuple[str, str, str]] | None = None
+        """While set, each file loaded (path, content digest) and each module dropped (path, why), in order."""
         """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
         self._journal: list[tuple[dict, str, int]] | None = None
         self._added: list[Module] = []
@@ -450,6 +452,8 @@ class Program:
             if self._journal is not None:  # parsed once, whatever evaluation loads it
                 self._parsed[file.path] = parsed
         mod, error = parsed
+        if self.log is not None:
+            self.log.append(("load", file.path, mod.digest if mod is not None else source_digest(file.data)))
         if error is not None:
             self.errors.append(error)
         if mod is not None:
@@ -458,6 +462,8 @@ class Program:
 
     def drop(self, mod: Module, reason: str) -> None:
         """Take a module out (it could not be evaluated), listing why."""
+        if self.log is not None:
+            self.log.append(("drop", mod.path, reason))
         self.errors.append(FileError(mod.path, reason, self._files[mod.name].input if mod.name in self._files else ""))
         if self.modules.get(mod.name) is mod:
             del self.modules[mod.name]
@@ -554,6 +560,10 @@ class Program:
             return m.digest
         f = self._paths.get(path)
         return source_digest(f.data) if f is not None else ""
+
+    def source(self, path: str) -> SourceFile | None:
+        """One of the program's files, by path."""
+        return self._paths.get(path)
 
     def paths(self) -> list[str]:
         """Every Python file of the program, loaded or not, in order."""
