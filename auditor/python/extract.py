@@ -103,6 +103,7 @@ def read(
     toolkits: tuple[str, ...] = (),
     kept: Kept | None = None,
     salt: str = "",
+    isolated: bool = True,
 ) -> tuple[list[model.Gate], list[model.FileError]]:
     """The gates of a loaded program's modules, read off in batches of neighbours (by path:
     they tend to call the same predicates), each batch with an evaluator of its own, in
@@ -112,7 +113,11 @@ def read(
     Each batch starts from the program as loaded (the modules an evaluation loads on the way
     are taken out after it), so its result is a function of its modules and of what it read:
     with ``kept``, a batch whose modules and reads are unchanged since the last scan is not
-    evaluated again (``salt`` names the tool that kept it)."""
+    evaluated again (``salt`` names the tool that kept it). ``isolated=False`` is the way
+    before that (each process keeps what its batches load, nothing is kept), for the tests
+    that hold the two to the same gates."""
+    if not isolated:
+        kept = None
     paths = sorted(prog.by_path)
     batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
     forked = jobs > 1 and len(batches) > 1 and "fork" in multiprocessing.get_all_start_methods()
@@ -131,7 +136,7 @@ def read(
         return -sum(len(prog.by_path[p].data) for p in batches[i])
 
     global _LOADED
-    _LOADED = (prog, relevant, inputs, toolkits)
+    _LOADED = (prog, relevant, inputs, toolkits, isolated)
     # The loaded program lives until the end: frozen, the cyclic collector stops re-walking its
     # millions of objects on every collection (a fifth of the reading time), and forked
     # readers do not copy its pages to update their collector headers.
@@ -207,8 +212,8 @@ def _counted(parts: Iterable, total: int, progress: Progress) -> list:
     return out
 
 
-_LOADED: tuple[Program, Relevance, dict[str, str], tuple[str, ...]] | None = None
-"""(program, relevance, input names, chosen toolkits) while :func:`extract` reads modules (forked workers inherit it)."""
+_LOADED: tuple[Program, Relevance, dict[str, str], tuple[str, ...], bool] | None = None
+"""(program, relevance, input names, chosen toolkits, isolated) while :func:`extract` reads modules (forked workers inherit it)."""
 
 
 def _read_modules(
@@ -217,11 +222,11 @@ def _read_modules(
     """One batch of modules, in path order, with one evaluator (its caches shared by the batch):
     its gates and errors, the errors of the modules it loaded, and what it read."""
     assert _LOADED is not None
-    prog, relevant, inputs, toolkits = _LOADED
+    prog, relevant, inputs, toolkits, isolated = _LOADED
     lists = list_tokens()
     gates: list[model.Gate] = []
     errors: list[model.FileError] = []
-    reads = prog.begin()
+    reads = prog.begin() if isolated else Reads()
     try:
         it = Interp(prog, relevant, toolkits)
         for path in paths:
@@ -237,7 +242,7 @@ def _read_modules(
                 continue
             gates += _finish(mod, found, inputs.get(path, ""))
     finally:
-        loaded = prog.rewind()
+        loaded = prog.rewind() if isolated else []
     return gates, errors, loaded, reads
 
 
