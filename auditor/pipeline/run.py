@@ -112,11 +112,15 @@ def cuda_gates(
     toolkits: tuple[str, ...] = (),
     python_gates: Sequence[Gate] = (),
     targets: Sequence[Target] = (),
+    memo: Callable[[Callable[[], tuple[list[Gate], list[FileError]]]], tuple[list[Gate], list[FileError]]]
+    | None = None,
 ) -> tuple[list[Gate], list[FileError]]:
     """An input's C/CUDA gates under the chosen CUDA ``toolkits``, from its files' reads with
     the structure of the C/CUDA ones (:meth:`Workers.read` with ``scan``), and its read and
     scan errors. The Python gates' build flags say which sources no requested target builds
-    (:mod:`.builds`)."""
+    (:mod:`.builds`). ``memo`` keeps what the C/CUDA files alone decide (the gates before
+    reach, with the errors of finding them), so that a change to a Python file does not
+    evaluate them again."""
     errors: list[FileError] = []
     scans: list[cuda.FileScan] = []
     for f, (info, scanned) in zip(files, reads):
@@ -126,9 +130,15 @@ def cuda_gates(
             errors.append(replace(scanned, input=input_name))
         elif scanned is not None:
             scans.append(scanned)
-    table = MacroTable.build((s.path, s.structure) for s in scans)
-    scopes = Scopes(scans, table, toolkits)
-    found = cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors)
+
+    def evaluated() -> tuple[list[Gate], list[FileError]]:
+        table = MacroTable.build((s.path, s.structure) for s in scans)
+        scopes = Scopes(scans, table, toolkits)
+        more: list[FileError] = []
+        return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
+
+    found, more = memo(evaluated) if memo is not None else evaluated()
+    errors += more
     python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
     restricted = builds.restrictions(python_gates, python, targets) if targets else builds.Restrictions()
@@ -285,10 +295,28 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
         if c_found is None:
-            c_found = cuda_gates(files, reads, input_name, options.toolkits, python[0], options.targets)
+            c_key_only = _c_key(files, survey.reads, options, input_name) if survey else ""
+            c_found = cuda_gates(
+                files,
+                reads,
+                input_name,
+                options.toolkits,
+                python[0],
+                options.targets,
+                (lambda compute: store.memo(c_key_only, EXTRACTED, compute)) if survey else None,
+            )
             store.keep(c_key, EXTRACTED, c_found)
         reads = []  # let the C/CUDA structures go
-        c_gates, c_findings = judged(c_found, [f for f in marked if f.language != "python"])
+        c_sources = [f for f in marked if f.language != "python"]
+        if survey:  # what the C/CUDA gates found with reach and the other files decide their features and findings
+            judged_key = (
+                f"c-judged:{_c_key(files, survey.reads, options, input_name)}:"
+                f"{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
+            )
+            c_judged = store.memo(judged_key, FINAL, lambda: InputResult(*judged(c_found, c_sources), [], ()))
+            c_gates, c_findings = c_judged.gates, c_judged.findings
+        else:
+            c_gates, c_findings = judged(c_found, c_sources)
         python = (_imported(python[0], files), python[1])
         keys = _summary_keys(files, survey.reads) if survey else {}
         kept_summaries = store.get_many(list(keys.values())) if keys else {}
@@ -305,6 +333,15 @@ def _imported(gates: list[Gate], files: Sequence) -> list[Gate]:
     by_path = {f.path: f for f in files if f.language == "python"}
     unreached = reach.in_tests(by_path) | reach.modules(by_path, lambda p: _bytes(by_path[p]))
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in gates]
+
+
+def _c_key(files: list, reads: list[Read], options: Options, input_name: str) -> str:
+    """What decides an input's C/CUDA gates before reach: its files other than Python ones
+    (paths, contents, read errors) and the chosen toolkits."""
+    digest = input_digest(
+        (f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads) if f.language != "python"
+    )
+    return f"c-gates:{tool_digest()}:{digest}:cuda={','.join(arch.releases_of(options.toolkits))}:{input_name}"
 
 
 def _summary_keys(files: list, reads: list[Read]) -> dict[str, str]:
