@@ -46,6 +46,7 @@ from auditor.pipeline.cache import (
     EXTRACTED,
     FINAL,
     Cache,
+    Codec,
     InputResult,
     input_digest,
     json_digest,
@@ -112,15 +113,14 @@ def cuda_gates(
     toolkits: tuple[str, ...] = (),
     python_gates: Sequence[Gate] = (),
     targets: Sequence[Target] = (),
-    memo: Callable[[Callable[[], tuple[list[Gate], list[FileError]]]], tuple[list[Gate], list[FileError]]]
-    | None = None,
+    keep: Keep | None = None,
 ) -> tuple[list[Gate], list[FileError]]:
     """An input's C/CUDA gates under the chosen CUDA ``toolkits``, from its files' reads with
     the structure of the C/CUDA ones (:meth:`Workers.read` with ``scan``), and its read and
     scan errors. The Python gates' build flags say which sources no requested target builds
-    (:mod:`.builds`). ``memo`` keeps what the C/CUDA files alone decide (the gates before
-    reach, with the errors of finding them), so that a change to a Python file does not
-    evaluate them again."""
+    (:mod:`.builds`). ``keep`` keeps what the C/CUDA files alone decide (the gates before
+    reach, with the errors of finding them; the C side of the uncalled functions), so that
+    a change to a Python file does not evaluate them again."""
     errors: list[FileError] = []
     scans: list[cuda.FileScan] = []
     for f, (info, scanned) in zip(files, reads):
@@ -137,7 +137,7 @@ def cuda_gates(
         more: list[FileError] = []
         return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
 
-    found, more = memo(evaluated) if memo is not None else evaluated()
+    found, more = keep.store.memo(keep.key, EXTRACTED, evaluated) if keep is not None else evaluated()
     errors += more
     python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
@@ -157,7 +157,12 @@ def cuda_gates(
         if g.file not in reached.reach and vendored(g.file)[0]:
             lines.setdefault(g.file, []).append(g.line)
     dead = (
-        calls.uncalled(reached.sight, lines, lambda p: python[p] if p in python else _bytes(by_path[p]))
+        calls.uncalled(
+            reached.sight,
+            lines,
+            lambda p: python[p] if p in python else _bytes(by_path[p]),
+            keep.side(reached.sight, lines) if keep is not None else None,
+        )
         if reached.sight and lines
         else set()
     )
@@ -171,6 +176,37 @@ def cuda_gates(
         else g
         for g in found
     ], errors
+
+
+SIDE: Codec[calls.CSide] = Codec(calls.encode_side, calls.decode_side)
+"""The C files' part of the uncalled functions (:func:`.calls.c_side`)."""
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Where :func:`cuda_gates` keeps what the C/CUDA files alone decide: the result cache, the
+    key of the input's non-Python files (:func:`_c_key`) and each file's content digest."""
+
+    store: Cache
+    key: str
+    digests: Mapping[str, str]
+
+    def side(self, sight: reach.Sight, lines: Mapping[str, list[int]]) -> Callable:
+        """The memo of the C side of :func:`.calls.uncalled`: kept by the sight (who includes
+        whom), the gate lines, and the contents of the C files."""
+        c_files = sight.files[: sight.c_files]
+        key = json_digest(
+            [
+                list(sight.files),
+                [list(e) for e in sight.edges],
+                sorted(sight.written),
+                sorted(sight.opaque),
+                sight.c_files,
+                sorted([p, sorted(ls)] for p, ls in lines.items()),
+                [self.digests.get(p, "") for p in c_files],
+            ]
+        )
+        return lambda compute: self.store.memo(f"c-side:{tool_digest()}:{key}", SIDE, compute)
 
 
 def _bytes(f) -> bytes:
@@ -303,7 +339,9 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
                 options.toolkits,
                 python[0],
                 options.targets,
-                (lambda compute: store.memo(c_key_only, EXTRACTED, compute)) if survey else None,
+                Keep(store, c_key_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)})
+                if survey
+                else None,
             )
             store.keep(c_key, EXTRACTED, c_found)
         reads = []  # let the C/CUDA structures go
