@@ -137,7 +137,12 @@ def cuda_gates(
         more: list[FileError] = []
         return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
 
-    found, more = keep.store.memo(keep.key, EXTRACTED, evaluated) if keep is not None else evaluated()
+    if keep is not None:  # kept by content, whatever the input's name
+        found, more = keep.store.memo(keep.key, EXTRACTED, evaluated)
+        found = [g if g.input == input_name else replace(g, input=input_name) for g in found]
+        more = [e if e.input == input_name else replace(e, input=input_name) for e in more]
+    else:
+        found, more = evaluated()
     errors += more
     python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
@@ -331,7 +336,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
         if c_found is None:
-            c_key_only = _c_key(files, survey.reads, options, input_name) if survey else ""
+            c_key_only = _c_key(files, survey.reads, options) if survey else ""
             c_found = cuda_gates(
                 files,
                 reads,
@@ -348,7 +353,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         c_sources = [f for f in marked if f.language != "python"]
         if survey:  # what the C/CUDA gates found with reach and the other files decide their features and findings
             judged_key = (
-                f"c-judged:{_c_key(files, survey.reads, options, input_name)}:"
+                f"c-judged:{_c_key(files, survey.reads, options)}:{input_name}:"
                 f"{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
             )
             c_judged = store.memo(judged_key, FINAL, lambda: InputResult(*judged(c_found, c_sources), [], ()))
@@ -373,13 +378,13 @@ def _imported(gates: list[Gate], files: Sequence) -> list[Gate]:
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in gates]
 
 
-def _c_key(files: list, reads: list[Read], options: Options, input_name: str) -> str:
+def _c_key(files: list, reads: list[Read], options: Options) -> str:
     """What decides an input's C/CUDA gates before reach: its files other than Python ones
     (paths, contents, read errors) and the chosen toolkits."""
     digest = input_digest(
         (f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads) if f.language != "python"
     )
-    return f"c-gates:{tool_digest()}:{digest}:cuda={','.join(arch.releases_of(options.toolkits))}:{input_name}"
+    return f"c-gates:{tool_digest()}:{digest}:cuda={','.join(arch.releases_of(options.toolkits))}"
 
 
 def _summary_keys(files: list, reads: list[Read]) -> dict[str, str]:

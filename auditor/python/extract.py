@@ -16,7 +16,7 @@ import json
 import multiprocessing
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from auditor import arch, fingerprint, model
@@ -129,7 +129,7 @@ def read(
         for i, key in enumerate(keys):
             hit = found.get(key)
             if hit is not None and _still(prog, hit, digests):
-                done[i] = hit
+                done[i] = _named(hit, inputs)
     todo = [i for i in range(len(batches)) if i not in done]
 
     def size(i: int) -> int:
@@ -174,17 +174,32 @@ def read(
 def _batch_key(
     prog: Program, relevant: Relevance, inputs: dict[str, str], toolkits: tuple[str, ...], salt: str, batch: list[str]
 ) -> str:
-    """What a batch is: its modules (path, input, content), and what decides any evaluation
-    here: the predicates learned, the toolkits, the program's files (imports resolve by them)."""
+    """What a batch is: its modules (path, content), and what decides any evaluation here:
+    the predicates learned, the toolkits, the program's files (imports resolve by them). Not
+    the input's name: two revisions of one tree share what they have in common."""
     if relevant.files_digest is None:
         relevant.files_digest = json_digest(prog.paths())
     parts = [
         list(toolkits),
         sorted(relevant.known),
         relevant.files_digest,
-        [[p, inputs.get(p, ""), prog.file_digest(p)] for p in batch],
+        [[p, prog.file_digest(p)] for p in batch],
     ]
     return f"python-batch:{salt}:{json_digest(parts)}"
+
+
+def _named(e: Evaluated, inputs: dict[str, str]) -> Evaluated:
+    """A kept batch with the gates and errors named after this scan's inputs."""
+
+    def errors(rows: tuple[model.FileError, ...]) -> tuple[model.FileError, ...]:
+        return tuple(replace(x, input=inputs.get(x.file, "")) for x in rows)
+
+    return replace(
+        e,
+        gates=tuple(replace(g, input=inputs.get(g.file, "")) for g in e.gates),
+        errors=errors(e.errors),
+        loaded=errors(e.loaded),
+    )
 
 
 def _still(prog: Program, e: Evaluated, digests: dict[str, str]) -> bool:
@@ -325,9 +340,7 @@ def _split_digest(files: Sequence, pending: list, rest: list, errors: list) -> s
     words = {f.path: sorted(w) for f, w in rest}
     hit = {f.path for f in pending}
     bad = {e.file: e.reason for e in errors}
-    return json_digest(
-        [[f.path, f.input, "hit" if f.path in hit else bad.get(f.path) or words.get(f.path, [])] for f in files]
-    )
+    return json_digest([[f.path, "hit" if f.path in hit else bad.get(f.path) or words.get(f.path, [])] for f in files])
 
 
 def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Program, Relevance] | None:

@@ -179,3 +179,23 @@ def test_isolated_batches_find_what_the_way_before_found(tmp_path, jobs):
     old = extract.read(*extract.load(files), inputs, jobs, isolated=False)
     new = extract.read(*extract.load(files), inputs, jobs)
     assert new == old and old[0]
+
+
+def test_another_input_with_one_file_changed_evaluates_only_that_batch(tmp_path, monkeypatch):
+    """Two revisions of a tree (``archaudit pr``, ``diff``) are two inputs of other names: what
+    they have in common is kept by content, not by the input's name."""
+    import shutil
+
+    base = tree(tmp_path / "base")
+    cache = tmp_path / "cache"
+    scan(base, tmp_path / "base.json", cache)
+    head = tmp_path / "head"
+    shutil.copytree(base, head)
+    (head / "pkg" / "c33.py").write_text(CALLER.format(i=33, extra="").replace("return x\n", "return -x\n"))
+    evaluated: list[list[str]] = []
+    real = extract._read_modules
+    monkeypatch.setattr(extract, "_read_modules", lambda paths: evaluated.append(list(paths)) or real(paths))
+    again = scan(head, tmp_path / "head.json", cache)
+    assert len(evaluated) == 1 and "pkg/c33.py" in evaluated[0], evaluated
+    monkeypatch.setattr(extract, "_read_modules", real)
+    assert again == scan(head, tmp_path / "head-cold.json", None)
