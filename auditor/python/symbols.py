@@ -416,9 +416,9 @@ class Program:
         self.functions: dict[str, list[tuple[Module, Binding]]] = {}
         self.methods: dict[str, list[tuple[Module, str, Node]]] = {}
         self.reads: Reads | None = None
+        """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
         self.log: list[tuple[str, str, str]] | None = None
         """While set, each file loaded (path, content digest) and each module dropped (path, why), in order."""
-        """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
         self._journal: list[tuple[dict, str, int]] | None = None
         self._added: list[Module] = []
         self._parsed: dict[str, tuple[Module | None, FileError | None]] = {}
