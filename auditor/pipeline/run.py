@@ -14,6 +14,9 @@ extracted gates by its contents, its finished result by its contents and the opt
 
 from __future__ import annotations
 
+import hashlib
+import json
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -199,19 +202,22 @@ class Keep:
     def side(self, sight: reach.Sight, lines: Mapping[str, list[int]]) -> Callable:
         """The memo of the C side of :func:`.calls.uncalled`: kept by the sight (who includes
         whom), the gate lines, and the contents of the C files."""
-        c_files = sight.files[: sight.c_files]
-        key = json_digest(
-            [
-                list(sight.files),
-                [list(e) for e in sight.edges],
-                sorted(sight.written),
-                sorted(sight.opaque),
-                sight.c_files,
-                sorted([p, sorted(ls)] for p, ls in lines.items()),
-                [self.digests.get(p, "") for p in c_files],
-            ]
-        )
-        return lambda compute: self.store.memo(f"c-side:{tool_digest()}:{key}", SIDE, compute)
+        # the include graph of a whole environment is millions of edges: hashed as machine
+        # integers, not as JSON (which took seconds)
+        h = hashlib.blake2b(digest_size=16)
+        h.update("\0".join(sight.files).encode("utf-8", "surrogatepass"))
+        for targets in sight.edges:
+            h.update(b"|")
+            h.update(array("q", targets).tobytes())
+        rest = [
+            sorted(sight.written),
+            sorted(sight.opaque),
+            sight.c_files,
+            sorted([p, sorted(ls)] for p, ls in lines.items()),
+            [self.digests.get(p, "") for p in sight.files[: sight.c_files]],
+        ]
+        h.update(json.dumps(rest).encode("utf-8", "surrogatepass"))
+        return lambda compute: self.store.memo(f"c-side:{tool_digest()}:{h.hexdigest()}", SIDE, compute)
 
 
 def _bytes(f) -> bytes:
