@@ -34,7 +34,7 @@ import re
 import shutil
 import struct
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -447,7 +447,11 @@ def binary_verdicts(records: Sequence[Binary]) -> dict[str, dict[str, Loadabilit
 
 
 def with_extensions(
-    gates: Sequence[Gate], files: Sequence, records: Sequence[Binary], opener: Opener = _in_memory
+    gates: Sequence[Gate],
+    files: Sequence,
+    records: Sequence[Binary],
+    opener: Opener = _in_memory,
+    summaries: MutableMapping[str, Any] | None = None,
 ) -> list[Gate]:
     """The Python gates, each with the shipped extensions its guarded code reaches.
 
@@ -462,13 +466,16 @@ def with_extensions(
     Where no binary of the input is reached but the code calls a package with prebuilt kernels
     that the input does not hold (:func:`prebuilt_packages`: ``from sgl_kernel.flash_attn import
     …``, ``torch.ops.sgl_kernel.fwd``), the gate records that package instead
-    (``Gate.prebuilt_elsewhere``): its build is the evidence, and this scan does not have it."""
+    (``Gate.prebuilt_elsewhere``): its build is the evidence, and this scan does not have it.
+
+    ``summaries``: per Python file path, what it holds for the evidence as JSON
+    (:func:`source_summary`), from a scan before; the files read here are added to it."""
     gpu = [r for r in records if r.verdicts]
     python = {f.path: f for f in files if f.language == "python"}
     wanted = [i for i, g in enumerate(gates) if g.language == Language.PYTHON and g.file in python]
     if not wanted:
         return list(gates)
-    reach = _Reach(python, gpu)
+    reach = _Reach(python, gpu, summaries)
     found = {i: reach.gate(gates[i]) for i in wanted}
     shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
     ops = {op for refs in found.values() for kind, op in refs if kind == "ns"}
@@ -595,8 +602,9 @@ CALL_DEPTH = 3
 class _Reach:
     """What Python code reaches of the shipped extensions, memoised per file and module."""
 
-    def __init__(self, python: Mapping[str, Any], gpu: Sequence[Binary]):
+    def __init__(self, python: Mapping[str, Any], gpu: Sequence[Binary], summaries: MutableMapping[str, Any] | None):
         self.python = python
+        self.summaries = summaries
         self.by_module = {module_of(r.path): r.path for r in gpu}
         self.by_part: dict[tuple[str, str], list[str]] = {}
         """(package, a directory or file stem under it) -> the binaries there: a loader given that
@@ -649,8 +657,22 @@ class _Reach:
 
     def source(self, path: str) -> _Source | None:
         if path not in self._sources:
-            self._sources[path] = _read(module_of(path), self.python[path].data) if path in self.python else None
+            self._sources[path] = self._summarised(path) if path in self.python else None
         return self._sources[path]
+
+    def _summarised(self, path: str) -> _Source | None:
+        """A file as the evidence reads it: from its summary when one is kept, else read (and kept)."""
+        data = self.python[path].data
+        kept = self.summaries.get(path) if self.summaries is not None else None
+        if kept is not None:
+            try:
+                return from_summary(module_of(path), data, kept)
+            except (KeyError, IndexError, TypeError, ValueError):
+                pass  # not what source_summary wrote: read the file
+        src = _read(module_of(path), data)
+        if self.summaries is not None:
+            self.summaries[path] = source_summary(src)
+        return src
 
     @staticmethod
     def _region(src: _Source, gate: Gate) -> tuple[int, int]:
@@ -763,6 +785,57 @@ def _read(module: str, data: bytes) -> _Source | None:
         functions,
         tuple(sorted(strings)),
         tuple(after),
+    )
+
+
+def source_summary(src: _Source | None) -> Any:
+    """What a Python file holds for the evidence, as JSON (its lines aside: they are its bytes),
+    so that a file whose content is unchanged is not parsed again; 0 for a file ``ast`` rejects."""
+    if src is None:
+        return 0
+    return [
+        [list(u) for u in src.uses],
+        [list(c) for c in src.calls],
+        [[name, a, b] for name, (a, b) in src.functions.items()],
+        [list(x) for x in src.strings],
+        [list(x) for x in src.after],
+    ]
+
+
+def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
+    """Inverse of :func:`source_summary` for a file of these bytes; raises ValueError (or
+    TypeError, KeyError, IndexError) on anything it did not write."""
+    if summary == 0 and type(summary) is int:
+        return None
+    uses, calls, functions, strings, after = summary
+
+    def pair(row: Any) -> tuple[int, str]:
+        line, text = row
+        if type(line) is not int or type(text) is not str:
+            raise ValueError("malformed summary")
+        return line, text
+
+    def ints(row: Any) -> tuple[int, ...]:
+        if any(type(x) is not int for x in row):
+            raise ValueError("malformed summary")
+        return tuple(row)
+
+    spans: dict[str, tuple[int, int]] = {}
+    for name, a, b in functions:
+        if type(name) is not str:
+            raise ValueError("malformed summary")
+        spans[name] = (a, b) if ints((a, b)) else (0, 0)
+    found = [ints(x) for x in after]
+    if any(len(x) != 3 for x in found):
+        raise ValueError("malformed summary")
+    return _Source(
+        module,
+        tuple(data.decode("utf-8", "replace").split("\n")),
+        tuple(map(pair, uses)),
+        tuple(map(pair, calls)),
+        spans,
+        tuple(map(pair, strings)),
+        tuple((x[0], x[1], x[2]) for x in found),
     )
 
 

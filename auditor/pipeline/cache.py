@@ -35,6 +35,7 @@ from auditor.model import (
     Severity,
     Word,
 )
+from auditor.python.extract import Evaluated
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -458,6 +459,62 @@ def _decode_extracted(d: Any) -> tuple[list[Gate], list[FileError]]:
 
 EXTRACTED: Codec[tuple[list[Gate], list[FileError]]] = Codec(_encode_extracted, _decode_extracted)
 """Gates as extracted (before features and rules) and the errors of extracting them."""
+
+
+def _encode_evaluated(e: Evaluated) -> dict:
+    def errors(rows: Sequence[FileError]) -> list:
+        return [[x.file, x.reason, x.input] for x in rows]
+
+    return {
+        "gates": encode_gates(e.gates),
+        "errors": errors(e.errors),
+        "loaded": errors(e.loaded),
+        "modules": [list(m) for m in e.modules],
+        "by_name": [[k, list(paths)] for k, paths in e.by_name],
+    }
+
+
+def _decode_evaluated(d: Any) -> Evaluated:
+    return Evaluated(
+        tuple(decode_gates(d["gates"])),
+        tuple(_errors(d["errors"])),
+        tuple(_errors(d["loaded"])),
+        tuple((_str(p), _str(h)) for p, h in d["modules"]),
+        tuple((_str(k), tuple(_str(p) for p in paths)) for k, paths in d["by_name"]),
+    )
+
+
+EVALUATED: Codec[Evaluated] = Codec(_encode_evaluated, _decode_evaluated)
+"""One batch of Python modules evaluated, with what the evaluation read (:class:`Evaluated`)."""
+
+
+class KeptBatches:
+    """The Python pass's batches kept in the result cache (:class:`~auditor.python.extract.Kept`)."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+
+    def recall(self, keys: Sequence[str]) -> dict[str, Evaluated]:
+        """The batches found among ``keys``; one that does not decode is a miss."""
+        out = {}
+        for key, entry in self.cache.get_many(keys).items():
+            try:
+                out[key] = EVALUATED.decode(entry)
+            except DECODE_ERRORS:
+                pass
+        return out
+
+    def keep(self, items: Sequence[tuple[str, Evaluated]]) -> None:
+        """Keep these batches for the next scan."""
+        self.cache.put_many([(key, EVALUATED.encode(e)) for key, e in items])
+
+    def get(self, key: str) -> Any:
+        """A JSON entry of the pass (what a load did), or None."""
+        return self.cache.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep a JSON entry of the pass."""
+        self.cache.put_many([(key, value)])
 
 
 @dataclass(frozen=True)

@@ -72,9 +72,67 @@ class Function:
     """``static`` or in an anonymous namespace: only its own file can call it."""
 
 
-def uncalled(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str], bytes]) -> set[tuple[str, int]]:
+def uncalled(
+    sight: Sight,
+    lines: Mapping[str, Iterable[int]],
+    read: Callable[[str], bytes],
+    memo: Callable[[Callable[[], CSide]], CSide] | None = None,
+) -> set[tuple[str, int]]:
     """(file, line) of the given gate ``lines`` (per vendored C file) that sit in a function no
-    file that can see it uses. ``read`` gives a file's bytes; each is read at most once."""
+    file that can see it uses. ``read`` gives a file's bytes; each is read at most once.
+    ``memo`` keeps what the C files decide (:func:`c_side`: the candidates and their uses in C
+    code), which the Python files' uses then complete."""
+    side = memo(lambda: c_side(sight, lines, read)) if memo is not None else c_side(sight, lines, read)
+    if not side.candidates:
+        return set()
+    aliases = {a: set(named) for a, named in side.aliases}
+    uses: dict[str, list[tuple[int, str | None]]] = {}
+    for name, i, q in side.uses:
+        uses.setdefault(name, []).append((i, q))
+    seen_by = {i: frozenset(seen) for i, seen in side.seen_by}
+    words = "|".join(re.escape(n) for n in sorted({f.name for _, found in side.candidates for f, _ in found}))
+    token_bytes = re2.compile(rf"\b(?:{words})\b".encode())
+    token = re.compile(rf"\b(?:{words})\b")
+    for i in sorted(set().union(*seen_by.values())):
+        if i < sight.c_files:
+            continue  # in the C side
+        data = read(sight.files[i])
+        _aliases(data, aliases)
+        if not token_bytes.search(data):
+            continue
+        code = data.decode("latin-1")
+        for m in token.finditer(code):
+            qualifier = _qualifier(code, m.start())
+            if qualifier != ".":
+                uses.setdefault(m.group(), []).append((i, qualifier))
+    out: set[tuple[str, int]] = set()
+    for i, found in side.candidates:
+        for f, gate_lines in found:
+            allowed = f.namespaces | {a for a, named in aliases.items() if named & f.namespaces}
+            if not any(
+                u in seen_by[i] and (q is None or q in allowed or q in ("", "?")) for u, q in uses.get(f.name, ())
+            ):
+                out.update((sight.files[i], line) for line in gate_lines)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CSide:
+    """What the C files decide of :func:`uncalled`: they hold the candidates (functions with
+    gates), and their uses in C code; the Python files that write programs add theirs."""
+
+    candidates: tuple[tuple[int, tuple[tuple[Function, tuple[int, ...]], ...]], ...] = ()
+    """Per C file with gates in functions (index in :attr:`.Sight.files`), those functions and their gate lines."""
+    seen_by: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """Per candidate file, the files that can see its definitions."""
+    aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Namespace aliases written in the C files read."""
+    uses: tuple[tuple[str, int, str | None], ...] = ()
+    """(name, file, qualifier) of each use of a candidate's name in the C files that can see it."""
+
+
+def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str], bytes]) -> CSide:
+    """The C files' part of :func:`uncalled`."""
     index = {p: i for i, p in enumerate(sight.files)}
     texts: dict[int, tuple[str, set[int]]] = {}  # the files with gates: code, offsets of definitions
     aliases: dict[str, set[str]] = {}  # namespace alias -> the last part of what it names
@@ -97,7 +155,7 @@ def uncalled(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[s
         if held:
             candidates[i] = [(functions[k], gate_lines) for k, gate_lines in held.items()]
     if not candidates:
-        return set()
+        return CSide()
     words = "|".join(re.escape(n) for n in sorted({f.name for found in candidates.values() for f, _ in found}))
     token_bytes = re2.compile(rf"\b(?:{words})\b".encode())
     token = re.compile(rf"\b(?:{words})\b")
@@ -112,8 +170,10 @@ def uncalled(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[s
         else units
         for i in candidates
     }
-    uses: dict[str, list[tuple[int, int, str | None]]] = {}  # name -> (file, offset, qualifier)
+    uses: list[tuple[str, int, str | None]] = []
     for i in sorted(set().union(*seen_by.values())):
+        if i >= sight.c_files:
+            continue  # a Python file: not the C side's
         if i in texts:
             code, defined = texts[i]
         else:
@@ -122,26 +182,76 @@ def uncalled(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[s
             if not token_bytes.search(data):
                 continue
             code = data.decode("latin-1")
-            defined = set()
-            if i < sight.c_files:
-                blanked = blank(code, "cuda", directives=False)[0]
-                defined = {f.at for f in functions_of(_without_directives(blanked))}
-                code = code if i in sight.written else blanked  # a program's strings are code too
+            blanked = blank(code, "cuda", directives=False)[0]
+            defined = {f.at for f in functions_of(_without_directives(blanked))}
+            code = code if i in sight.written else blanked  # a program's strings are code too
         for m in token.finditer(code):
             if m.start() in defined:
                 continue  # a definition of that name (another namespace's, an overload) calls nothing
             qualifier = _qualifier(code, m.start())
             if qualifier != ".":
-                uses.setdefault(m.group(), []).append((i, m.start(), qualifier))
-    out: set[tuple[str, int]] = set()
-    for i, found in candidates.items():
-        for f, gate_lines in found:
-            allowed = f.namespaces | {a for a, named in aliases.items() if named & f.namespaces}
-            if not any(
-                u in seen_by[i] and (q is None or q in allowed or q in ("", "?")) for u, _, q in uses.get(f.name, ())
-            ):
-                out.update((sight.files[i], line) for line in gate_lines)
-    return out
+                uses.append((m.group(), i, qualifier))
+    return CSide(
+        tuple((i, tuple((f, tuple(g)) for f, g in found)) for i, found in sorted(candidates.items())),
+        tuple((i, tuple(sorted(seen))) for i, seen in sorted(seen_by.items())),
+        tuple((a, tuple(sorted(named))) for a, named in sorted(aliases.items())),
+        tuple(uses),
+    )
+
+
+def encode_side(side: CSide) -> list:
+    """A :class:`CSide` as JSON."""
+    return [
+        [
+            [i, [[[f.name, f.at, f.first, f.last, sorted(f.namespaces), f.kernel, f.local], list(g)] for f, g in found]]
+            for i, found in side.candidates
+        ],
+        [[i, list(seen)] for i, seen in side.seen_by],
+        [[a, list(named)] for a, named in side.aliases],
+        [list(u) for u in side.uses],
+    ]
+
+
+def _function(name: str, place: tuple[int, ...], namespaces: frozenset[str], kernel, local) -> Function:
+    at, first, last = place
+    if type(kernel) is not bool or type(local) is not bool:
+        raise ValueError("malformed")
+    return Function(name, at, first, last, namespaces, kernel, local)
+
+
+def decode_side(d: list) -> CSide:
+    """Inverse of :func:`encode_side`; raises ValueError (or TypeError, KeyError, IndexError)
+    on anything it did not write."""
+
+    def ints(xs) -> tuple[int, ...]:
+        if any(type(x) is not int for x in xs):
+            raise ValueError("malformed")
+        return tuple(xs)
+
+    def text(x) -> str:
+        if type(x) is not str:
+            raise ValueError("malformed")
+        return x
+
+    candidates, seen_by, aliases, uses = d
+    return CSide(
+        tuple(
+            (
+                ints([i])[0],
+                tuple(
+                    (
+                        _function(text(n), ints([at, a, b]), frozenset(map(text, ns)), k, lc),
+                        ints(g),
+                    )
+                    for (n, at, a, b, ns, k, lc), g in found
+                ),
+            )
+            for i, found in candidates
+        ),
+        tuple((ints([i])[0], ints(seen)) for i, seen in seen_by),
+        tuple((text(a), tuple(map(text, named))) for a, named in aliases),
+        tuple((text(n), ints([i])[0], None if q is None else text(q)) for n, i, q in uses),
+    )
 
 
 def _qualifier(code: str, start: int) -> str | None:

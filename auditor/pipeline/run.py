@@ -14,6 +14,9 @@ extracted gates by its contents, its finished result by its contents and the opt
 
 from __future__ import annotations
 
+import hashlib
+import json
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,6 +49,7 @@ from auditor.pipeline.cache import (
     EXTRACTED,
     FINAL,
     Cache,
+    Codec,
     InputResult,
     input_digest,
     json_digest,
@@ -112,11 +116,14 @@ def cuda_gates(
     toolkits: tuple[str, ...] = (),
     python_gates: Sequence[Gate] = (),
     targets: Sequence[Target] = (),
+    keep: Keep | None = None,
 ) -> tuple[list[Gate], list[FileError]]:
     """An input's C/CUDA gates under the chosen CUDA ``toolkits``, from its files' reads with
     the structure of the C/CUDA ones (:meth:`Workers.read` with ``scan``), and its read and
     scan errors. The Python gates' build flags say which sources no requested target builds
-    (:mod:`.builds`)."""
+    (:mod:`.builds`). ``keep`` keeps what the C/CUDA files alone decide (the gates before
+    reach, with the errors of finding them; the C side of the uncalled functions), so that
+    a change to a Python file does not evaluate them again."""
     errors: list[FileError] = []
     scans: list[cuda.FileScan] = []
     for f, (info, scanned) in zip(files, reads):
@@ -126,9 +133,20 @@ def cuda_gates(
             errors.append(replace(scanned, input=input_name))
         elif scanned is not None:
             scans.append(scanned)
-    table = MacroTable.build((s.path, s.structure) for s in scans)
-    scopes = Scopes(scans, table, toolkits)
-    found = cuda.gates(scans, scopes, input_name, errors) + host.gates(scans, scopes, input_name, errors)
+
+    def evaluated() -> tuple[list[Gate], list[FileError]]:
+        table = MacroTable.build((s.path, s.structure) for s in scans)
+        scopes = Scopes(scans, table, toolkits)
+        more: list[FileError] = []
+        return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
+
+    if keep is not None:  # kept by content, whatever the input's name
+        found, more = keep.store.memo(keep.key, EXTRACTED, evaluated)
+        found = [g if g.input == input_name else replace(g, input=input_name) for g in found]
+        more = [e if e.input == input_name else replace(e, input=input_name) for e in more]
+    else:
+        found, more = evaluated()
+    errors += more
     python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
     restricted = builds.restrictions(python_gates, python, targets) if targets else builds.Restrictions()
@@ -147,7 +165,12 @@ def cuda_gates(
         if g.file not in reached.reach and vendored(g.file)[0]:
             lines.setdefault(g.file, []).append(g.line)
     dead = (
-        calls.uncalled(reached.sight, lines, lambda p: python[p] if p in python else _bytes(by_path[p]))
+        calls.uncalled(
+            reached.sight,
+            lines,
+            lambda p: python[p] if p in python else _bytes(by_path[p]),
+            keep.side(reached.sight, lines) if keep is not None else None,
+        )
         if reached.sight and lines
         else set()
     )
@@ -161,6 +184,40 @@ def cuda_gates(
         else g
         for g in found
     ], errors
+
+
+SIDE: Codec[calls.CSide] = Codec(calls.encode_side, calls.decode_side)
+"""The C files' part of the uncalled functions (:func:`.calls.c_side`)."""
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Where :func:`cuda_gates` keeps what the C/CUDA files alone decide: the result cache, the
+    key of the input's non-Python files (:func:`_c_key`) and each file's content digest."""
+
+    store: Cache
+    key: str
+    digests: Mapping[str, str]
+
+    def side(self, sight: reach.Sight, lines: Mapping[str, list[int]]) -> Callable:
+        """The memo of the C side of :func:`.calls.uncalled`: kept by the sight (who includes
+        whom), the gate lines, and the contents of the C files."""
+        # the include graph of a whole environment is millions of edges: hashed as machine
+        # integers, not as JSON (which took seconds)
+        h = hashlib.blake2b(digest_size=16)
+        h.update("\0".join(sight.files).encode("utf-8", "surrogatepass"))
+        for targets in sight.edges:
+            h.update(b"|")
+            h.update(array("q", targets).tobytes())
+        rest = [
+            sorted(sight.written),
+            sorted(sight.opaque),
+            sight.c_files,
+            sorted([p, sorted(ls)] for p, ls in lines.items()),
+            [self.digests.get(p, "") for p in sight.files[: sight.c_files]],
+        ]
+        h.update(json.dumps(rest).encode("utf-8", "surrogatepass"))
+        return lambda compute: self.store.memo(f"c-side:{tool_digest()}:{h.hexdigest()}", SIDE, compute)
 
 
 def _bytes(f) -> bytes:
@@ -256,7 +313,11 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
     with Workers(options.jobs, len(files), options.progress) as workers:
         kept = store.recall(f"python:{key}", EXTRACTED)
         first = survey.reads if survey else None
-        pending = workers.python(_python_files(files, first), options.toolkits) if kept is None else finished(kept)
+        pending = (
+            workers.python(_python_files(files, first), options.toolkits, store if survey else None)
+            if kept is None
+            else finished(kept)
+        )
         reads = first if first is not None else workers.read(files, digest=False, scan=True)
         readable = [f for f, (r, _) in zip(files, reads) if r.error is None]
         marked = [f for f, (r, _) in zip(files, reads) if r.marker]
@@ -264,9 +325,12 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         binaries = binary_records(listings, input_name, options.targets)
         packages = binary_verdicts(binaries)
 
-        def judged(found: tuple[list[Gate], list[FileError]], sources: list) -> tuple[list[Gate], list[Finding]]:
+        def judged(
+            found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
+        ) -> tuple[list[Gate], list[Finding]]:
             gates = with_features(found[0], readable, options.targets)
-            gates = with_extensions(with_remarks(gates, readable, options.targets), readable, binaries, open_file)
+            gates = with_remarks(gates, readable, options.targets)
+            gates = with_extensions(gates, readable, binaries, open_file, summaries)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"
@@ -278,12 +342,37 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
         if c_found is None:
-            c_found = cuda_gates(files, reads, input_name, options.toolkits, python[0], options.targets)
+            c_key_only = _c_key(files, survey.reads, options) if survey else ""
+            c_found = cuda_gates(
+                files,
+                reads,
+                input_name,
+                options.toolkits,
+                python[0],
+                options.targets,
+                Keep(store, c_key_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)})
+                if survey
+                else None,
+            )
             store.keep(c_key, EXTRACTED, c_found)
         reads = []  # let the C/CUDA structures go
-        c_gates, c_findings = judged(c_found, [f for f in marked if f.language != "python"])
+        c_sources = [f for f in marked if f.language != "python"]
+        if survey:  # what the C/CUDA gates found with reach and the other files decide their features and findings
+            judged_key = (
+                f"c-judged:{_c_key(files, survey.reads, options)}:{input_name}:"
+                f"{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
+            )
+            c_judged = store.memo(judged_key, FINAL, lambda: InputResult(*judged(c_found, c_sources), [], ()))
+            c_gates, c_findings = c_judged.gates, c_judged.findings
+        else:
+            c_gates, c_findings = judged(c_found, c_sources)
         python = (_imported(python[0], files), python[1])
-        py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"])
+        keys = _summary_keys(files, survey.reads) if survey else {}
+        kept_summaries = store.get_many(list(keys.values())) if keys else {}
+        summaries = {p: kept_summaries[k] for p, k in keys.items() if k in kept_summaries}
+        known = set(summaries)
+        py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"], summaries)
+        store.put_many([(keys[p], v) for p, v in summaries.items() if p not in known and p in keys])
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))
     return InputResult(c_gates + py_gates, findings, c_found[1] + python[1] + bin_errors, binaries)
 
@@ -293,6 +382,25 @@ def _imported(gates: list[Gate], files: Sequence) -> list[Gate]:
     by_path = {f.path: f for f in files if f.language == "python"}
     unreached = reach.in_tests(by_path) | reach.modules(by_path, lambda p: _bytes(by_path[p]))
     return [replace(g, reach=unreached[g.file]) if g.file in unreached else g for g in gates]
+
+
+def _c_key(files: list, reads: list[Read], options: Options) -> str:
+    """What decides an input's C/CUDA gates before reach: its files other than Python ones
+    (paths, contents, read errors) and the chosen toolkits."""
+    digest = input_digest(
+        (f.path, f.language, r.error or "", r.digest) for f, (r, _) in zip(files, reads) if f.language != "python"
+    )
+    return f"c-gates:{tool_digest()}:{digest}:cuda={','.join(arch.releases_of(options.toolkits))}"
+
+
+def _summary_keys(files: list, reads: list[Read]) -> dict[str, str]:
+    """Per readable Python file, the key of its summary for the binaries' evidence
+    (:func:`~auditor.facts.binaries.source_summary`): its path (its module name) and content."""
+    return {
+        f.path: f"pysource:{tool_digest()}:{r.digest}:{f.path}"
+        for f, (r, _) in zip(files, reads)
+        if f.language == "python" and r.error is None and r.digest
+    }
 
 
 def _scanned(files: list, reads: list[Read], store: Cache, workers: Workers) -> list[Read]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from auditor.cuda import gates as cuda_gates
@@ -24,7 +25,7 @@ from auditor.cuda import host, structure
 from auditor.cuda.gates import FileScan
 from auditor.cuda.structure import Structure
 from auditor.model import FileError, Gate
-from auditor.pipeline.cache import Codec, content_digest, stream_digest
+from auditor.pipeline.cache import Cache, Codec, KeptBatches, content_digest, stream_digest, tool_digest
 from auditor.python import extract as python_gates
 from auditor.sources import LazyFile, Origin, ReadError, open_origin, read_origin
 
@@ -155,14 +156,17 @@ SCANNED: Codec[Read] = Codec(_encode_read, _decode_read)
 """A C/CUDA file's scan, kept by its content digest (:func:`located` puts it back in place)."""
 
 
-def _python_task(files: Sequence, jobs: int = 1, toolkits: tuple[str, ...] = ()) -> tuple[list[Gate], list[FileError]]:
+def _python_task(
+    files: Sequence, jobs: int = 1, toolkits: tuple[str, ...] = (), kept: tuple[Path, int] | None = None
+) -> tuple[list[Gate], list[FileError]]:
     """The Python pass in a pool worker, its modules read in ``jobs`` processes of its own. A
     file that cannot be read reads as empty (:class:`LazyFile`): the read pass reports it.
-    Its progress goes back through the pool's channel, when the parent opened one."""
+    Its progress goes back through the pool's channel, when the parent opened one. ``kept``:
+    the result cache (directory, cap) that keeps its evaluated batches, opened here."""
     global _CHANNEL
     channel = _CHANNEL
-    if channel is None:
-        return python_gates.extract(files, jobs, toolkits=toolkits)
+    store = Cache(*kept) if kept is not None else None
+    memory = KeptBatches(store) if store is not None else None
 
     def report(step: str, done: int, total: int) -> None:
         # at most ~100 messages a step: all of them fit in the pipe, so the flush below never
@@ -171,11 +175,16 @@ def _python_task(files: Sequence, jobs: int = 1, toolkits: tuple[str, ...] = ())
             channel.put((step, done, total))
 
     try:
-        return python_gates.extract(files, jobs, report, toolkits)
-    finally:  # flush what is queued before the result goes back (this worker reports no more)
-        _CHANNEL = None
-        channel.close()
-        channel.join_thread()
+        if channel is None:
+            return python_gates.extract(files, jobs, toolkits=toolkits, kept=memory, salt=tool_digest())
+        return python_gates.extract(files, jobs, report, toolkits, kept=memory, salt=tool_digest())
+    finally:
+        if store is not None:
+            store.close()
+        if channel is not None:  # flush what is queued before the result goes back (this worker reports no more)
+            _CHANNEL = None
+            channel.close()
+            channel.join_thread()
 
 
 _CHANNEL: Any = None
@@ -222,12 +231,18 @@ class Workers:
         if self.channel is not None:
             self.channel.close()
 
-    def python(self, files: Sequence, toolkits: tuple[str, ...] = ()) -> Future:
+    def python(self, files: Sequence, toolkits: tuple[str, ...] = (), store: Cache | None = None) -> Future:
         """The Python pass under the chosen CUDA ``toolkits``: in a worker when there is a pool
-        (see :meth:`wait`), else now."""
+        (see :meth:`wait`), else now. With a ``store``, the batches of modules it evaluated
+        last time are kept there, and those whose modules and reads are unchanged are not
+        evaluated again."""
+        where = store.path.parent if store is not None and store.db is not None and store.path else None
         if self.pool is not None:
-            return self.pool.submit(_python_task, files, self.workers, toolkits)
-        return finished(python_gates.extract(files, self.workers, self._python_progress, toolkits))
+            kept = (where, store.max_bytes) if where is not None and store is not None else None
+            return self.pool.submit(_python_task, files, self.workers, toolkits, kept)
+        memory = KeptBatches(store) if where is not None and store is not None else None
+        found = python_gates.extract(files, self.workers, self._python_progress, toolkits, memory, tool_digest())
+        return finished(found)
 
     def wait(self, future: Future) -> tuple[list[Gate], list[FileError]]:
         """The Python pass's result, passing on its progress while it runs (and what it

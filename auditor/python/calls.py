@@ -111,10 +111,10 @@ class Calls(Core):
             return val(models().probes[name])
         cands: list[tuple[Module, Node | None, Binding | None]] = []
         if functions:
-            for m, binding in self.prog.functions.get(name, ())[:8]:
+            for m, binding in self.prog.definers(name):
                 cands.append((m, binding.node if binding.kind == "def" else None, binding))
         else:
-            for m, _qual, method in self.prog.methods.get(name, ())[:8]:
+            for m, _qual, method in self.prog.method_definers(name):
                 cands.append((m, method, None))
         vals = []
         for mod, fn, b in cands:
@@ -134,7 +134,7 @@ class Calls(Core):
     def call_func(self, f: Func, args, kwargs) -> Val:
         """A definition's result on these arguments, cached per capability only when it read it; a
         recursion, a nesting too deep or a definition that may not matter gives an unknown."""
-        mod = self.prog.modules.get(f.module)
+        mod = self.prog.loaded(f.module)
         if mod is None:
             return ANY
         node = definition_at(mod, f.start)
@@ -266,7 +266,7 @@ class Calls(Core):
         ``@supported_compute_capability([...])`` adds (its list flows to the call), directly or
         passed on by another decorator's keyword (``common_check=``); else unknown."""
         entry = next((e for e in self.table.lists if e.get("check") == attr), None)
-        mod = self.prog.modules.get(f.module)
+        mod = self.prog.loaded(f.module)
         node = definition_at(mod, f.start) if mod is not None and entry is not None else None
         if entry is None or mod is None or node is None or depth > 4:
             return ANY
@@ -320,7 +320,7 @@ class Calls(Core):
                 for label in labels:
                     self.cap = capability(label)
                     if key[0] == "g":
-                        v = self.global_value(self.prog.modules[key[1]], key[2])
+                        v = self.global_value(self.prog.loaded(key[1]) or self.prog.modules[key[1]], key[2])
                         v = join(*[self.call_func(x, [], {}) if isinstance(x, Func) else val(x) for x in v.elems])
                     else:
                         _, module, start, bound, args, kwargs = key

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import bisect
 import gc
+import hashlib
+import json
 import multiprocessing
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from auditor import arch, fingerprint, model
 from auditor.facts import names
@@ -22,7 +26,7 @@ from auditor.python.gates import Found, scan_module
 from auditor.python.interp import Interp
 from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.models import models
-from auditor.python.symbols import Module, Program, word_pattern, word_starts
+from auditor.python.symbols import Module, Program, Reads, source_digest, word_pattern, word_starts
 from auditor.python.syntax import child
 from auditor.python.values import Cap, Func, Props, SelfRef, capability, is_boolish
 
@@ -37,14 +41,57 @@ Progress = Callable[[str, int, int], None] | None
 
 
 def extract(
-    files: Sequence[model.SourceFile], jobs: int = 1, progress: Progress = None, toolkits: tuple[str, ...] = ()
+    files: Sequence[model.SourceFile],
+    jobs: int = 1,
+    progress: Progress = None,
+    toolkits: tuple[str, ...] = (),
+    kept: Kept | None = None,
+    salt: str = "",
 ) -> tuple[list[model.Gate], list[model.FileError]]:
     """Gates and unreadable files among the Python files of one input: the program is loaded
-    once (:func:`load`), then its modules are read (:func:`read`) under the chosen CUDA
-    ``toolkits`` (empty: every known one)."""
+    once (:func:`load`), then its modules are read (:func:`read`, with what ``kept`` holds of
+    the last scan) under the chosen CUDA ``toolkits`` (empty: every known one)."""
     python = [f for f in files if f.path.endswith(".py") or f.language == "python"]
-    prog, relevant = load(python, progress)
-    return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress, toolkits)
+    prog, relevant = load(python, progress, kept, salt)
+    return read(prog, relevant, {f.path: f.input for f in python}, jobs, progress, toolkits, kept, salt)
+
+
+class Kept(Protocol):
+    """Where the evaluations of batches of modules are kept between scans (the pipeline's
+    result cache behind it). An entry is looked up by what the batch is (its modules' paths
+    and contents, the predicates learned, the toolkits) and used only when what its
+    evaluation read of the rest of the program is unchanged (:meth:`Program.still_reads`)."""
+
+    def recall(self, keys: Sequence[str]) -> dict[str, Evaluated]:
+        """The entries found among ``keys``."""
+        ...
+
+    def keep(self, items: Sequence[tuple[str, Evaluated]]) -> None:
+        """Keep these entries for the next scan."""
+        ...
+
+    def get(self, key: str) -> Any:
+        """A JSON entry, or None."""
+        ...
+
+    def put(self, key: str, value: Any) -> None:
+        """Keep a JSON entry."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """One batch of modules evaluated, and what the evaluation depended on."""
+
+    gates: tuple[model.Gate, ...]
+    errors: tuple[model.FileError, ...]
+    """The batch's own modules that could not be evaluated."""
+    loaded: tuple[model.FileError, ...]
+    """The errors of the modules the evaluation loaded on the way."""
+    modules: tuple[tuple[str, str], ...]
+    """(path, content digest) of every module the evaluation read."""
+    by_name: tuple[tuple[str, tuple[str, ...]], ...]
+    """What its lookups by name found (:attr:`Reads.by_name`)."""
 
 
 def read(
@@ -54,35 +101,121 @@ def read(
     jobs: int = 1,
     progress: Progress = None,
     toolkits: tuple[str, ...] = (),
+    kept: Kept | None = None,
+    salt: str = "",
+    isolated: bool = True,
 ) -> tuple[list[model.Gate], list[model.FileError]]:
     """The gates of a loaded program's modules, read off in batches of neighbours (by path:
     they tend to call the same predicates), each batch with an evaluator of its own, in
     ``jobs`` forked processes that inherit the parsed trees (they cannot be pickled). The
-    batches do not depend on ``jobs``, so neither do the gates. ``inputs``: input name by path."""
+    batches do not depend on ``jobs``, so neither do the gates. ``inputs``: input name by path.
+
+    Each batch starts from the program as loaded (the modules an evaluation loads on the way
+    are taken out after it), so its result is a function of its modules and of what it read:
+    with ``kept``, a batch whose modules and reads are unchanged since the last scan is not
+    evaluated again (``salt`` names the tool that kept it). ``isolated=False`` is the way
+    before that (each process keeps what its batches load, nothing is kept), for the tests
+    that hold the two to the same gates."""
+    if not isolated:
+        kept = None
     paths = sorted(prog.by_path)
     batches = [paths[i : i + _BATCH] for i in range(0, len(paths), _BATCH)]
+    forked = jobs > 1 and len(batches) > 1 and "fork" in multiprocessing.get_all_start_methods()
+    keys = [_batch_key(prog, relevant, inputs, toolkits, salt, b) for b in batches] if kept is not None else []
+    done: dict[int, Evaluated] = {}
+    if kept is not None:
+        found = kept.recall(keys)
+        digests: dict[str, str] = {}
+        for i, key in enumerate(keys):
+            hit = found.get(key)
+            if hit is not None and _still(prog, hit, digests):
+                done[i] = _named(hit, inputs)
+    todo = [i for i in range(len(batches)) if i not in done]
+
+    def size(i: int) -> int:
+        return -sum(len(prog.by_path[p].data) for p in batches[i])
+
     global _LOADED
-    _LOADED = (prog, relevant, inputs, toolkits)
+    _LOADED = (prog, relevant, inputs, toolkits, isolated)
     # The loaded program lives until the end: frozen, the cyclic collector stops re-walking its
     # millions of objects on every collection (a fifth of the reading time), and forked
     # readers do not copy its pages to update their collector headers.
     gc.freeze()
     try:
-        if jobs > 1 and len(batches) > 1 and "fork" in multiprocessing.get_all_start_methods():
-            # the largest batches first, so that no worker is left with a big one at the end
-            batches.sort(key=lambda b: -sum(len(prog.by_path[p].data) for p in b))
+        if forked and len(todo) > 1:
+            todo.sort(key=size)  # the largest batches first, so that no worker is left with a big one at the end
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                parts = _counted(pool.imap(_read_modules, batches, chunksize=1), len(batches), progress)
+                parts = _counted(pool.imap(_read_modules, [batches[i] for i in todo], chunksize=1), len(todo), progress)
         else:
-            parts = _counted(map(_read_modules, batches), len(batches), progress)
+            parts = _counted(map(_read_modules, [batches[i] for i in todo]), len(todo), progress)
     finally:
         _LOADED = None
         gc.unfreeze()
-    gates = [g for part, _ in parts for g in part]
-    errors = list(prog.errors) + [e for _, errs in parts for e in errs]
+    fresh = {}
+    for i, (gates, errors, loaded, reads) in zip(todo, parts):
+        modules = tuple(sorted((p, prog.file_digest(p)) for p in reads.modules))
+        fresh[i] = done[i] = Evaluated(
+            tuple(gates), tuple(errors), tuple(loaded), modules, tuple(sorted(reads.by_name.items()))
+        )
+    if kept is not None and fresh:
+        kept.keep([(keys[i], e) for i, e in sorted(fresh.items())])
+    order = sorted(done, key=size) if forked else sorted(done)
+    gates = [g for i in order for g in done[i].gates]
+    errors = list(prog.errors)
+    if not forked:  # the modules loaded on the way list their errors, as when one process evaluated every batch
+        for i in order:
+            errors += [e for e in done[i].loaded if e not in errors]
+    errors += [e for i in order for e in done[i].errors]
     gates.sort(key=lambda g: (g.file, g.line, g.id))
     errors.sort(key=lambda e: e.file)
     return gates, errors
+
+
+def _batch_key(
+    prog: Program, relevant: Relevance, inputs: dict[str, str], toolkits: tuple[str, ...], salt: str, batch: list[str]
+) -> str:
+    """What a batch is: its modules (path, content), and what decides any evaluation here:
+    the predicates learned, the toolkits, the program's files (imports resolve by them). Not
+    the input's name: two revisions of one tree share what they have in common."""
+    if relevant.files_digest is None:
+        relevant.files_digest = json_digest(prog.paths())
+    parts = [
+        list(toolkits),
+        sorted(relevant.known),
+        relevant.files_digest,
+        [[p, prog.file_digest(p)] for p in batch],
+    ]
+    return f"python-batch:{salt}:{json_digest(parts)}"
+
+
+def _named(e: Evaluated, inputs: dict[str, str]) -> Evaluated:
+    """A kept batch with the gates and errors named after this scan's inputs."""
+
+    def errors(rows: tuple[model.FileError, ...]) -> tuple[model.FileError, ...]:
+        return tuple(replace(x, input=inputs.get(x.file, "")) for x in rows)
+
+    return replace(
+        e,
+        gates=tuple(replace(g, input=inputs.get(g.file, "")) for g in e.gates),
+        errors=errors(e.errors),
+        loaded=errors(e.loaded),
+    )
+
+
+def _still(prog: Program, e: Evaluated, digests: dict[str, str]) -> bool:
+    """Whether a kept evaluation still holds: every module it read unchanged, and its lookups too."""
+    for path, digest in e.modules:
+        now = digests.get(path)
+        if now is None:
+            now = digests[path] = prog.file_digest(path)
+        if now != digest:
+            return False
+    return prog.still_reads(Reads(by_name=dict(e.by_name)))
+
+
+def json_digest(parts) -> str:
+    """A digest of a JSON-able value."""
+    return hashlib.blake2b(json.dumps(parts, separators=(",", ":")).encode(), digest_size=16).hexdigest()
 
 
 def _counted(parts: Iterable, total: int, progress: Progress) -> list:
@@ -94,33 +227,41 @@ def _counted(parts: Iterable, total: int, progress: Progress) -> list:
     return out
 
 
-_LOADED: tuple[Program, Relevance, dict[str, str], tuple[str, ...]] | None = None
-"""(program, relevance, input names, chosen toolkits) while :func:`extract` reads modules (forked workers inherit it)."""
+_LOADED: tuple[Program, Relevance, dict[str, str], tuple[str, ...], bool] | None = None
+"""(program, relevance, input names, chosen toolkits, isolated) while :func:`extract` reads modules (forked workers inherit it)."""
 
 
-def _read_modules(paths: Sequence[str]) -> tuple[list[model.Gate], list[model.FileError]]:
-    """One batch of modules, in path order, with one evaluator (its caches shared by the batch)."""
+def _read_modules(
+    paths: Sequence[str],
+) -> tuple[list[model.Gate], list[model.FileError], list[model.FileError], Reads]:
+    """One batch of modules, in path order, with one evaluator (its caches shared by the batch):
+    its gates and errors, the errors of the modules it loaded, and what it read."""
     assert _LOADED is not None
-    prog, relevant, inputs, toolkits = _LOADED
+    prog, relevant, inputs, toolkits, isolated = _LOADED
     lists = list_tokens()
     gates: list[model.Gate] = []
     errors: list[model.FileError] = []
-    it = Interp(prog, relevant, toolkits)
-    for path in paths:
-        mod = prog.by_path[path]
-        try:
-            found = scan_module(it, mod, relevant)
-            if lists.search(mod.data):
-                found += scan_lists(it, mod)
-        except RecursionError:
-            errors.append(model.FileError(path, TOO_DEEP, inputs.get(path, "")))
-            it = Interp(prog, relevant, toolkits)  # what the abandoned evaluation left behind is not reused
-            continue
-        gates += _finish(mod, found, inputs.get(path, ""))
-    return gates, errors
+    reads = prog.begin() if isolated else Reads()
+    try:
+        it = Interp(prog, relevant, toolkits)
+        for path in paths:
+            mod = prog.by_path[path]
+            reads.modules.add(path)
+            try:
+                found = scan_module(it, mod, relevant)
+                if lists.search(mod.data):
+                    found += scan_lists(it, mod)
+            except RecursionError:
+                errors.append(model.FileError(path, TOO_DEEP, inputs.get(path, "")))
+                it = Interp(prog, relevant, toolkits)  # what the abandoned evaluation left behind is not reused
+                continue
+            gates += _finish(mod, found, inputs.get(path, ""))
+    finally:
+        loaded = prog.rewind() if isolated else []
+    return gates, errors, loaded, reads
 
 
-def load(files: Sequence[model.SourceFile], progress: Progress = None):
+def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kept | None = None, salt: str = ""):
     """Parse the files that matter: those with arch tokens, then those that name a predicate
     the parsed ones define, until no new predicate turns up.
 
@@ -128,11 +269,24 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None):
     method) whose value depends on the arch when evaluated — found by evaluating it, not by
     its text, so that the callers of callers of a capability check do not all count.
     Returns the program (with the files it could not read) and the relevance test.
+
+    With ``kept``, what a load of the same files did is kept (which files it loaded, in what
+    order, and the predicates it learned); a load whose loaded files are all unchanged, and
+    whose other files import the same words, replays it instead of learning again.
     """
     tokens = names.table().tokens
     prog = Program(files)
     relevant = Relevance(names.table().relevant)
     pending, rest = _split(files, tokens, prog.errors)
+    key = ""
+    if kept is not None:
+        key = f"python-load:{salt}:{_split_digest(files, pending, rest, prog.errors)}"
+        entry = kept.get(key)
+        if entry is not None:
+            again = _replay(files, pending, prog.errors, entry)
+            if again is not None:
+                return again
+        prog.log = []
     known: set[str] = set()
     settled: dict[int, frozenset[str]] = {}
     """Units found to be no predicate, with their words: looked at again only when they name
@@ -174,6 +328,49 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None):
         relevant.learn(fresh, known)
         pending = [f for f, words in rest if words & fresh]
         rest = [(f, words) for f, words in rest if not words & fresh]
+    if kept is not None and prog.log is not None:
+        kept.put(key, {"log": [list(e) for e in prog.log], "known": sorted(known)})
+    prog.log = None
+    return prog, relevant
+
+
+def _split_digest(files: Sequence, pending: list, rest: list, errors: list) -> str:
+    """What decides the loading besides the contents of the files loaded: the files, which of
+    them hold an arch token, and the words of the others' imports."""
+    words = {f.path: sorted(w) for f, w in rest}
+    hit = {f.path for f in pending}
+    bad = {e.file: e.reason for e in errors}
+    return json_digest([[f.path, "hit" if f.path in hit else bad.get(f.path) or words.get(f.path, [])] for f in files])
+
+
+def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Program, Relevance] | None:
+    """The program as a load before left it, when every file it loaded is unchanged: the same
+    files loaded and modules dropped in the same order, the same predicates learned, without
+    learning them again. None when a file it loaded has changed (or the entry is no such
+    record)."""
+    try:
+        log = [(str(op), str(path), str(what)) for op, path, what in entry["log"]]
+        known = {str(n) for n in entry["known"]}
+    except (KeyError, TypeError, ValueError):
+        return None
+    prog = Program(files)
+    prog.errors.extend(errors)
+    relevant = Relevance(names.table().relevant)
+    given = {f.path: f for f in pending}
+    for op, path, what in log:
+        if op == "load":
+            f = given.get(path) or prog.source(path)
+            if f is None:
+                return None
+            m = prog.load(f)
+            if (m.digest if m is not None else source_digest(f.data)) != what:
+                return None
+        elif op == "drop" and path in prog.by_path:
+            prog.drop(prog.by_path[path], what)
+        else:
+            return None
+    if known:
+        relevant.learn(known, known)
     return prog, relevant
 
 
@@ -247,6 +444,10 @@ class Relevance:
     def __init__(self, tokens: re.Pattern) -> None:
         self.tokens = tokens
         self.words: re.Pattern | None = None
+        self.known: frozenset[str] = frozenset()
+        """The predicate names learned."""
+        self.files_digest: str | None = None
+        """Of the program's file list, once a batch key needs it."""
         self.hits: dict[str, tuple[bytes, list[int]]] = {}
 
     def _hits(self, mod: Module) -> list[int]:
@@ -266,6 +467,7 @@ class Relevance:
             if more:
                 self.hits[path] = (data, sorted(hits + more))
         self.words = word_pattern(known)
+        self.known = frozenset(known)
 
     def __call__(self, mod: Module, node) -> bool:
         return _holds(self._hits(mod), node)

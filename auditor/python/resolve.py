@@ -205,7 +205,7 @@ class Names(Core):
 
     def _attr_elem(self, x, attr: str) -> Val:
         if isinstance(x, ModRef):
-            mod = self.prog.modules.get(x.name)
+            mod = self.prog.loaded(x.name)
             if mod is not None:
                 return self.attr_of_module(mod, attr)
             return ANY
@@ -218,7 +218,7 @@ class Names(Core):
     def class_attr(self, ref, attr: str, depth: int = 0) -> Val:
         """An attribute of a class or instance: its own bindings (a property is called), else the
         bases', else what the methods assign to ``self``."""
-        mod = self.prog.modules.get(ref.module)
+        mod = self.prog.loaded(ref.module)
         info = mod.classes.get(ref.qualname) if mod is not None else None
         if mod is None or info is None or depth > 8:
             return ANY

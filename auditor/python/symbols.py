@@ -10,6 +10,7 @@ a tree whose package sits under a folder (``python/sglang/...``) still resolves
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -126,6 +127,8 @@ class Module:
     """Top-level statements and class members: (node, qualname of the scope, names bound)."""
     assigned: dict[int, frozenset[str]] = field(default_factory=dict)
     """Names each loop body assigns, by node id, filled as they are looked up."""
+    digest: str = ""
+    """Of the file's bytes as read (:func:`source_digest`)."""
 
     @property
     def package(self) -> str:
@@ -168,9 +171,14 @@ def parse(file: SourceFile) -> tuple[Module | None, FileError | None]:
     if err is not None:
         error = FileError(file.path, f"python syntax error at line {err.start_point[0] + 1}", file.input)
     name, is_package = module_name(file.path)
-    mod = Module(file.path, name, is_package, data, tree.root_node)
+    mod = Module(file.path, name, is_package, data, tree.root_node, digest=source_digest(file.data))
     _collect(mod, tree.root_node.children, mod.bindings, "")
     return mod, error
+
+
+def source_digest(data: bytes) -> str:
+    """What identifies a file's content (a kept evaluation is checked against it)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def dotted(node: Node) -> str:
@@ -376,6 +384,24 @@ def absolute(mod: Module, src: Node) -> str:
     return ".".join(p for p in (*parts, rest) if p)
 
 
+@dataclass(slots=True)
+class Reads:
+    """What one evaluation read of the program besides the modules it was given: the modules it
+    looked at (by path), and what each call by name found (the paths of the definitions, in
+    order). With the program's loaded modules the same and those modules unchanged, the
+    evaluation's result is the same: this is what a kept result is checked against."""
+
+    modules: set[str] = field(default_factory=set)
+    by_name: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """``f:name`` (module-level definitions) or ``m:name`` (methods) -> the definers' paths;
+    ``l:name`` (a loaded module) and ``i:name`` (an import) -> the module's path, or none."""
+
+    def note(self, kind: str, name: str, found) -> None:
+        paths = tuple(e[0].path for e in found)
+        self.by_name[f"{kind}:{name}"] = paths
+        self.modules.update(paths)
+
+
 class Program:
     """The modules of one input, with the indexes resolution needs. Files are parsed when the
     scan asks for them or when resolution reaches them (an ``__init__`` that re-exports)."""
@@ -385,11 +411,22 @@ class Program:
         self.by_path: dict[str, Module] = {}
         self.errors: list[FileError] = []
         self._files: dict[str, SourceFile] = {}
+        self._paths: dict[str, SourceFile] = {}
         self._suffix: dict[str, list[str]] = {}
         self.functions: dict[str, list[tuple[Module, Binding]]] = {}
         self.methods: dict[str, list[tuple[Module, str, Node]]] = {}
+        self.reads: Reads | None = None
+        """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
+        self.log: list[tuple[str, str, str]] | None = None
+        """While set, each file loaded (path, content digest) and each module dropped (path, why), in order."""
+        self._journal: list[tuple[dict, str, int]] | None = None
+        self._added: list[Module] = []
+        self._parsed: dict[str, tuple[Module | None, FileError | None]] = {}
+        """Files loaded by an evaluation since rewound, as parsed (:meth:`begin`)."""
+        self._errors_before = 0
         packages = set()
         for f in files:
+            self._paths.setdefault(f.path, f)
             name, is_package = module_name(f.path)
             if name in self._files:
                 continue
@@ -409,7 +446,14 @@ class Program:
     def load(self, file: SourceFile) -> Module | None:
         if file.path in self.by_path:
             return self.by_path[file.path]
-        mod, error = parse(file)
+        parsed = self._parsed.get(file.path)
+        if parsed is None:
+            parsed = parse(file)
+            if self._journal is not None:  # parsed once, whatever evaluation loads it
+                self._parsed[file.path] = parsed
+        mod, error = parsed
+        if self.log is not None:
+            self.log.append(("load", file.path, mod.digest if mod is not None else source_digest(file.data)))
         if error is not None:
             self.errors.append(error)
         if mod is not None:
@@ -418,6 +462,8 @@ class Program:
 
     def drop(self, mod: Module, reason: str) -> None:
         """Take a module out (it could not be evaluated), listing why."""
+        if self.log is not None:
+            self.log.append(("drop", mod.path, reason))
         self.errors.append(FileError(mod.path, reason, self._files[mod.name].input if mod.name in self._files else ""))
         if self.modules.get(mod.name) is mod:
             del self.modules[mod.name]
@@ -428,20 +474,143 @@ class Program:
             methods[:] = [e for e in methods if e[0] is not mod]
 
     def add(self, mod: Module) -> None:
+        journal = self._journal
+        if journal is not None:
+            self._added.append(mod)
+            journal.append((self.modules, mod.name, -1 if mod.name in self.modules else 0))
         self.modules.setdefault(mod.name, mod)
         self.by_path[mod.path] = mod
         for name, bs in mod.bindings.items():
             for b in bs:
                 if b.kind in ("def", "value"):
+                    if journal is not None:
+                        journal.append((self.functions, name, len(self.functions.get(name, ()))))
                     self.functions.setdefault(name, []).append((mod, b))
         for qual, info in mod.classes.items():
             for name, bs in info.bindings.items():
                 for b in bs:
                     if b.kind == "def" and b.node is not None:
+                        if journal is not None:
+                            journal.append((self.methods, name, len(self.methods.get(name, ()))))
                         self.methods.setdefault(name, []).append((mod, qual, b.node))
+
+    def begin(self) -> Reads:
+        """Start one evaluation that leaves the program as it found it (:meth:`rewind`): the
+        modules it loads on the way are taken out again, so that what it finds depends on the
+        program and on what it reads, never on the evaluations before it in this process.
+        Returns where its reads are noted."""
+        self._journal, self._added, self._errors_before = [], [], len(self.errors)
+        self.reads = Reads()
+        return self.reads
+
+    def rewind(self) -> list[FileError]:
+        """Undo the loads since :meth:`begin`; the errors those loads listed."""
+        journal = self._journal or []
+        for index, name, before in reversed(journal):
+            if index is self.modules:
+                if before == 0:
+                    del self.modules[name]
+            elif before == 0:
+                del index[name]
+            else:
+                del index[name][before:]
+        for mod in self._added:
+            self.by_path.pop(mod.path, None)
+        errors = self.errors[self._errors_before :]
+        del self.errors[self._errors_before :]
+        self._journal, self._added, self.reads = None, [], None
+        return errors
+
+    def loaded(self, name: str) -> Module | None:
+        """A module already loaded, by its absolute dotted name (none is loaded for it here)."""
+        m = self.modules.get(name)
+        if self.reads is not None:
+            self.reads.by_name.setdefault(f"l:{name}", (m.path,) if m is not None else ())
+            if m is not None:
+                self.reads.modules.add(m.path)
+        return m
+
+    def definers(self, name: str) -> list[tuple[Module, Binding]]:
+        """The first eight module-level definitions of ``name`` in load order (a call by name)."""
+        found = self.functions.get(name, ())[:8]
+        if self.reads is not None:
+            self.reads.note("f", name, found)
+        return list(found)
+
+    def method_definers(self, name: str) -> list[tuple[Module, str, Node]]:
+        """The first eight methods named ``name`` in load order (a call on an opaque receiver)."""
+        found = self.methods.get(name, ())[:8]
+        if self.reads is not None:
+            self.reads.note("m", name, found)
+        return list(found)
 
     def module(self, name: str) -> Module | None:
         """A module by absolute dotted name, or by suffix when the input root sits above the package."""
+        m = self._module(name)
+        if self.reads is not None:
+            self.reads.by_name.setdefault(f"i:{name}", (m.path,) if m is not None else ())
+            if m is not None:
+                self.reads.modules.add(m.path)
+        return m
+
+    def file_digest(self, path: str) -> str:
+        """The content digest of one of the program's files, loaded or not ("" for none)."""
+        m = self.by_path.get(path)
+        if m is not None:
+            return m.digest
+        f = self._paths.get(path)
+        return source_digest(f.data) if f is not None else ""
+
+    def source(self, path: str) -> SourceFile | None:
+        """One of the program's files, by path."""
+        return self._paths.get(path)
+
+    def paths(self) -> list[str]:
+        """Every Python file of the program, loaded or not, in order."""
+        return list(self._paths)
+
+    def still_reads(self, reads: Reads) -> bool:
+        """Whether an evaluation begun now (:meth:`begin`) would find what ``reads`` found, for
+        the lookups it made: the same loaded modules, the same definers of each name called, the
+        same modules for its imports. (The modules' contents are checked by their digests.)"""
+        for key, was in reads.by_name.items():
+            kind, _, name = key.partition(":")
+            if kind == "f" or kind == "m":
+                now = tuple(e[0].path for e in (self.functions if kind == "f" else self.methods).get(name, ())[:8])
+                # the evaluation's own loads come after these
+                if was[: len(now)] != now:
+                    return False
+            elif kind == "l":
+                m = self.modules.get(name)
+                if m is not None:
+                    if was != (m.path,):
+                        return False
+                elif was and was[0] in self.by_path:
+                    return False
+            elif kind == "i":
+                if was != self._would_load(name):
+                    return False
+            else:
+                return False
+        return True
+
+    def _would_load(self, name: str) -> tuple[str, ...]:
+        """The path :meth:`module` finds for ``name``, without loading it."""
+        m = self.modules.get(name)
+        if m is not None:
+            return (m.path,)
+        if name not in self._files:
+            cands = self._suffix.get(name)
+            if not cands:
+                return ()
+            name = min(cands, key=len)
+            m = self.modules.get(name)
+            if m is not None:
+                return (m.path,)
+        f = self._files.get(name)
+        return (f.path,) if f is not None else ()
+
+    def _module(self, name: str) -> Module | None:
         m = self.modules.get(name)
         if m is not None:
             return m
