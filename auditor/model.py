@@ -268,6 +268,10 @@ class Gate:
     remarks: tuple[str, ...] = ()
     """Capabilities the comments beside the gate name (``# SM121 (GB10) is excluded on purpose``)
     when they close the question: the author wrote about that part (:mod:`auditor.facts.remarks`)."""
+    settled: tuple[str, ...] = ()
+    """Capabilities the branch turns away even were its own capability tests to pass: a value
+    chosen upstream by the arch (``fa_version == 4`` where 12.x is always given FA2) rules them
+    out, so widening this test gives them nothing; the decision is where the value is chosen."""
     scope: str = ""
     """A comment line beside the gate or in the predicate it reads, or a rejection's message,
     that states what exists for a part it lets through (``The SM100 mega kernels exist for 10.x

@@ -61,14 +61,17 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
             if named:
                 g = replace(g, remarks=tuple(sorted(named, key=arch.Capability.parse)))
             stated = names.scope_statements(text)
-            if g.guards == Guards.REJECT:  # what it says when it gives up: its own and its predicates' reasons
-                spans = [(lines_of(path), *g.body_lines)] + [
-                    (lines_of(r.file), r.line, _body_end(lines_of(r.file), r.line, r.detail))
-                    for r in g.resolutions
-                    if r.line > 0 and r.file in by_path
-                ]
-                stated += names.scope_statements(_strings(spans), messages=True)
-            scope = next((line for line, caps in stated if _admits_any(g, caps)), "")
+            # what is said on giving up: the reasons of the predicates it reads, and its own when it
+            # is a rejection (the messages in a branch that does the work are about other things)
+            spans = [
+                (lines_of(r.file), r.line, _body_end(lines_of(r.file), r.line, r.detail))
+                for r in g.resolutions
+                if r.line > 0 and r.file in by_path
+            ]
+            if g.guards == Guards.REJECT:
+                spans.append((lines_of(path), *g.body_lines))
+            stated += names.scope_statements(_strings(spans), messages=True)
+            scope = "; ".join(list(dict.fromkeys(line for line, caps in stated if _admits_any(g, caps)))[:SCOPES])
             out[i] = replace(g, scope=scope) if scope else g
     return out
 
@@ -90,6 +93,9 @@ def _admits_any(gate: Gate, capabilities: frozenset[str]) -> bool:
     """Whether the gate lets one of the capabilities a comment names through to the code it guards."""
     return any(not verdicts.turns_away(gate, arch.parse_target(c)) for c in capabilities)
 
+
+SCOPES = 2
+"""How many distinct statements of what exists a gate quotes (FA3's and FA4's for a test of both)."""
 
 BODY = 40
 """How many lines of a predicate's body its comments may come from."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA = 5
+SCHEMA = 6
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")
@@ -346,6 +346,7 @@ _STRING_TUPLES = (
     "chain",
     "name_implies",
     "surely",
+    "settled",
     "extensions",
     "remarks",
     "built_by",

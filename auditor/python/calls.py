@@ -30,6 +30,7 @@ from auditor.python.values import (
     SelfRef,
     Val,
     Wrapper,
+    along,
     capability,
     compare,
     join,
@@ -205,7 +206,7 @@ class Calls(Core):
         rets: list[Val] = []
         st = self.walk(body.named_children, State(env), fr, rets)
         if st.live:
-            rets.append(val(None).with_taint(st.path))
+            rets.append(along(val(None), st.path))
         return join(*rets) if rets else NOTHING
 
     def class_of(self, mod: Module, node: Node) -> str | None:

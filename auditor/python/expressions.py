@@ -22,6 +22,7 @@ from auditor.python.values import (
     Func,
     Taint,
     Val,
+    along,
     binary,
     bool_and,
     bool_not,
@@ -201,7 +202,7 @@ class Expressions(Core):
             device = _device_arm(*chosen)
             if device is not None:
                 return Val(device.elems, merge(device.taint, Taint(unknowns=(_short(cond),))))
-        return join(*chosen).with_taint(c.taint) if chosen else NOTHING
+        return along(join(*chosen), c.taint) if chosen else NOTHING
 
     def e_subscript(self, node: Node, fr: Frame) -> Val:
         base = self.eval(child(node, "value"), fr)

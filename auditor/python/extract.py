@@ -28,7 +28,7 @@ from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.models import models
 from auditor.python.symbols import Module, Program, Reads, source_digest, word_pattern, word_starts
 from auditor.python.syntax import child
-from auditor.python.values import Cap, Func, Props, SelfRef, capability, is_boolish
+from auditor.python.values import Cap, Func, Props, SelfRef, Val, capability, is_boolish
 
 _MAX_ROUNDS = 6
 _BATCH = 16
@@ -424,11 +424,18 @@ def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
 
 
 def _predicate_value(v) -> bool:
-    """A truth value or a capability (also as ``major*10+minor``, a major, or a plain tuple) that
-    depends on the arch: what a caller may test, whatever it names the result."""
+    """A truth value or a capability (also as ``major*10+minor``, a major, or a plain tuple),
+    or a truth value with its reason, that depends on the arch: what a caller may test, whatever it names the result."""
     return v.taint is not None and (
-        is_boolish(v) or all(isinstance(x, (Cap, Props)) or _capability_number(x) for x in v.elems)
+        is_boolish(v)
+        or all(isinstance(x, (Cap, Props)) or _capability_number(x) for x in v.elems)
+        or all(_verdict_pair(x) for x in v.elems)
     )
+
+
+def _verdict_pair(x) -> bool:
+    """``(ok, why)``, as ``return False, "FA3 needs 9.x"`` gives: callers test ``[0]`` or unpack it."""
+    return isinstance(x, tuple) and len(x) == 2 and is_boolish(Val(frozenset({x[0]})))
 
 
 def _capability_number(x) -> bool:
@@ -567,6 +574,7 @@ def _finish(mod: Module, found: list[Found], input_name: str) -> list[model.Gate
                 name_implies=g.name_implies,
                 body_lines=g.body_lines,
                 toolkits=g.toolkits,
+                settled=g.settled,
                 input=input_name,
                 package=mod.path.split("/", 1)[0],
             )

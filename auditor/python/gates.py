@@ -75,6 +75,7 @@ class Found:
     name_implies: tuple[str, ...] = ()
     body_lines: tuple[int, int] = (0, 0)
     toolkits: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    settled: tuple[str, ...] = ()
 
 
 def scan_module(it: Interp, mod: Module, relevant) -> list[Found]:
@@ -202,7 +203,42 @@ class Assembler:
             name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
             toolkits=toolkits,
+            settled=self._settled(node, sites, admits) if guards != Guards.REJECT else (),
         )
+
+    def _settled(self, node: Node, sites: list[Node], admits: tuple[str, ...]) -> tuple[str, ...]:
+        """Capabilities the branch turns away even with its own capability tests granted: a
+        value chosen upstream (``fa_version``, see :attr:`Taint.chosen`) already rules them out,
+        so the decision is made where that value is chosen."""
+        out = []
+        for c in self.caps:
+            cap = capability(c)
+            chosen = {s.id for s in sites if cap in self.recs[s.id].chosen}
+            if chosen and c not in admits and True not in self._granted(node, c, sites, chosen):
+                out.append(c)
+        return tuple(out)
+
+    def _granted(self, n: Node, label: str, sites: list[Node], chosen: set[int]) -> frozenset:
+        """The truth of ``n`` on ``label`` were every capability test in it that reads no chosen
+        value free to go either way."""
+        if n.type == "parenthesized_expression" and n.named_children:
+            return self._granted(n.named_children[0], label, sites, chosen)
+        if n.type == "not_operator":
+            return frozenset(not t for t in self._granted(child(n, "argument"), label, sites, chosen))
+        if n.type == "boolean_operator":
+            a = self._granted(child(n, "left"), label, sites, chosen)
+            b = self._granted(child(n, "right"), label, sites, chosen)
+            stop = child(n, "operator").type == "or"
+            out = set()
+            if stop in a or stop in b:
+                out.add(stop)
+            if (not stop) in a and (not stop) in b:
+                out.add(not stop)
+            return frozenset(out)
+        inside = [s for s in sites if n.start_byte <= s.start_byte and s.end_byte <= n.end_byte]
+        if any(s.id not in chosen for s in inside):
+            return _EITHER
+        return self._truths(n, label)
 
     def _taint(self, node: Node) -> Taint:
         """The taint of a node the scan found arch-dependent."""

@@ -381,7 +381,7 @@ def retag(v: Val, res: Resolution, name: str, key) -> Taint:
     assert t is not None
     kinds = _PREDICATE if is_boolish(v) else t.kinds
     named = frozenset({(name, key)}) if names_mod.promised(name) is not None else frozenset()
-    return Taint(kinds, t.via | _DEFINITION, t.resolutions | {res}, t.names | named, t.unknowns)
+    return Taint(kinds, t.via | _DEFINITION, t.resolutions | {res}, t.names | named, t.unknowns, t.chosen)
 
 
 def alias(x, res: Resolution, name: str, key):

@@ -81,6 +81,9 @@ class Rec:
     truths: dict = field(default_factory=dict)
     taint: Taint | None = None
     boolish: bool = True
+    chosen: frozenset = frozenset()
+    """The capabilities on which the value depends on the arch only as a value chosen upstream
+    (:attr:`Taint.chosen`): ``fa_version == 4``, or a predicate's answer that such a test decided."""
 
 
 class Scanner:
@@ -395,6 +398,7 @@ class Scanner:
             per_point = taints[nid]
             for c in self.caps:
                 r.taint = merge(r.taint, per_point.get(c))
+            r.chosen = frozenset(c for c in self.caps if (t := per_point.get(c)) is not None and t.chosen)
             if len(per_point) > len(self.caps):  # evaluated under the other toolkits too
                 for p, t in per_point.items():
                     if type(p) is Older:

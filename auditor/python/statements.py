@@ -12,11 +12,45 @@ from tree_sitter import Node
 
 from auditor.model import Resolution
 from auditor.python.core import Core, Frame, OutOfFuel, State
-from auditor.python.symbols import assigned_in, destructure, imports
-from auditor.python.syntax import case_bodies, child, clause_body, if_clauses, line_of, one_line, text_of, try_parts
-from auditor.python.values import ANY, Func, Taint, Val, binary, is_boolish, items_of, join, merge, pick, truth, val
+from auditor.python.symbols import assigned_in, definition_at, destructure, imports
+from auditor.python.syntax import (
+    calls_in,
+    case_bodies,
+    child,
+    clause_body,
+    compared_literals,
+    identifiers_in,
+    if_clauses,
+    line_of,
+    one_line,
+    text_of,
+    try_parts,
+)
+from auditor.python.values import (
+    ANY,
+    UNKNOWN,
+    Func,
+    Other,
+    Taint,
+    Val,
+    along,
+    binary,
+    is_boolish,
+    is_data,
+    items_of,
+    join,
+    make,
+    merge,
+    pick,
+    truth,
+    val,
+)
 
 _NOPE = object()
+NARROWED = 2
+"""Locals a test narrows at most (the first it reads)."""
+MAX_TRIED = 8
+"""Values tried one by one at most, per local."""
 
 
 class Statements(Core):
@@ -75,7 +109,7 @@ class Statements(Core):
             kids = [c for c in s.named_children if c.type != "comment"]
             v = self.eval(kids[0], fr) if kids else val(None)
             if st.live:
-                rets.append(v.with_taint(st.path))
+                rets.append(along(v, st.path))
             return State(st.env, False, st.path)
         if t == "raise_statement":
             if self.recording:
@@ -100,10 +134,56 @@ class Statements(Core):
                 cv = self.eval(kids[0], fr)
                 if True not in truth(cv):
                     return State(st.env, False, merge(st.path, cv.taint))
+                if not self.recording:
+                    st = self.narrow(kids[0], st, fr, True)
                 if cv.taint is not None and not self.recording:
                     return State(st.env, st.live, merge(st.path, cv.taint))
             return st
         return st
+
+    def narrow(self, cond: Node, st: State, fr: Frame, want: bool) -> State:
+        """Past ``assert cond`` (``want`` True) or ``if cond: raise`` (False), keep of each
+        local that ``cond`` reads the values under which it can come out ``want``: after
+        ``assert supported(v)`` with ``v`` one of 2, 3, 4, only the supported versions remain.
+        An unknown local is first split over the literals ``cond`` and the definitions it calls
+        compare with, and what is none of them (``Other``)."""
+        env = None
+        for name in identifiers_in(cond)[:NARROWED]:
+            v = st.env.get(name)
+            if v is None or len(v.elems) > MAX_TRIED or (len(v.elems) < 2 and UNKNOWN not in v.elems):
+                continue
+            trials = [x for x in v.elems if is_data(x)]
+            if UNKNOWN in v.elems:
+                literals = self._literals(cond, fr)
+                if not literals or len(literals) > MAX_TRIED:
+                    continue
+                trials += [*literals, Other(frozenset(literals))]
+            kept: set = {x for x in v.elems if not is_data(x) and x is not UNKNOWN}
+            base = dict(env or st.env)
+            t = v.taint
+            for x in trials:
+                fr.env = {**base, name: Val(frozenset({x}), v.taint)}
+                c = self.eval(cond, fr)
+                t = along(Val(v.elems, t), c.taint).taint
+                if want in truth(c):
+                    kept.add(UNKNOWN if isinstance(x, Other) else x)
+            fr.env = st.env
+            if kept and kept != v.elems:
+                env = {**base, name: make(kept, t)}
+        fr.env = st.env
+        return st if env is None else State(env, st.live, st.path)
+
+    def _literals(self, cond: Node, fr: Frame) -> list:
+        """The literals ``cond`` and the definitions it calls tell apart, in a stable order."""
+        found = compared_literals(cond)
+        for call in calls_in(cond):
+            for f in self.eval(child(call, "function"), fr).elems:
+                if isinstance(f, Func):
+                    mod = self.prog.loaded(f.module)
+                    node = definition_at(mod, f.start) if mod is not None else None
+                    if node is not None:
+                        found |= compared_literals(node)
+        return sorted(found, key=lambda x: (isinstance(x, str), x))
 
     def test(self, cond: Node, fr: Frame) -> frozenset:
         """The truth of a condition, noted as tested: a scan reports a tested condition that
@@ -156,7 +236,7 @@ class Statements(Core):
             return
         v = self.eval(rhs, fr)
         if not self.recording:
-            v = v.with_taint(st.path)
+            v = along(v, st.path)
         elif v.taint is not None and fr.env is not None and is_boolish(v):
             v = self._flag(node, targets, v, fr)
         for target in targets:
@@ -170,7 +250,7 @@ class Statements(Core):
             return v
         res = Resolution(names[0], fr.mod.path, line_of(node), one_line(fr.mod.text(node), 400))
         assert v.taint is not None
-        return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}))))
+        return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}), chosen=v.taint.chosen)))
 
     def bind(self, target: Node | None, v: Val, env: dict) -> None:
         """Names of an assignment target bound to the parts of ``v`` they receive."""
@@ -193,6 +273,8 @@ class Statements(Core):
                 branch = self.walk(body.named_children if body is not None else [], branch, fr, rets)
             outs.append(branch)
             cur = State(cur.env, cur.live and False in tr, merge(cur.path, c.taint))
+        if len(clauses) == 1 and other is None and cur.live and not self.recording and _raises(clauses[0][1]):
+            cur = self.narrow(clauses[0][0], cur, fr, False)
         if other is not None:
             cur = self.walk(other.named_children, State(dict(cur.env), cur.live, cur.path), fr, rets)
         outs.append(cur)
@@ -268,3 +350,9 @@ class Statements(Core):
                     for n, _ in destructure(alias.named_children[0] if alias.named_children else None):
                         start.env[n] = ANY
         return start
+
+
+def _raises(body: Node | None) -> bool:
+    """A block that ends by raising (``if not ok: raise ValueError(...)``)."""
+    kids = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    return bool(kids) and kids[-1].type == "raise_statement"

@@ -4,6 +4,7 @@ name a call is made by. Shared by the evaluator, the scan and the gate reading.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING
 
@@ -123,3 +124,65 @@ def context_of(node: Node) -> str:
             parts.append(text_of(child(p, "name")))
         p = p.parent
     return ".".join(reversed(parts))
+
+
+_EQUALITY = ("==", "!=", "in", "not in")
+_LITERALS = ("integer", "string", "tuple", "list", "set")
+
+
+def compared_literals(node: Node) -> set:
+    """The int and str literals that ``node`` compares anything with for equality or
+    membership (``v == 2``, ``v in (3, 4)``): the values a test tells apart."""
+    out: set = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "comparison_operator" and any(text_of(c) in _EQUALITY for c in n.children if not c.is_named):
+            for c in n.named_children:
+                if c.type in _LITERALS:
+                    out |= _literal_items(text_of(c))
+        stack.extend(n.named_children)
+    return out
+
+
+def _literal_items(text: str) -> set:
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return set()
+    items = v if isinstance(v, (tuple, list, set)) else (v,)
+    return {x for x in items if isinstance(x, (int, str)) and not isinstance(x, bool)}
+
+
+def identifiers_in(node: Node) -> list[str]:
+    """Names ``node`` reads as plain variables (not attribute names, not called names), in order."""
+    out: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "identifier":
+            p = n.parent
+            if p is not None and (
+                (p.type == "attribute" and p.child_by_field_name("attribute") == n)
+                or (p.type == "call" and p.child_by_field_name("function") == n)
+                or p.type == "keyword_argument"
+                and p.child_by_field_name("name") == n
+            ):
+                continue
+            name = text_of(n)
+            if name not in out:
+                out.append(name)
+        stack.extend(reversed(n.named_children))
+    return out
+
+
+def calls_in(node: Node) -> list[Node]:
+    """The calls inside ``node``, itself included."""
+    out: list[Node] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "call":
+            out.append(n)
+        stack.extend(n.named_children)
+    return out

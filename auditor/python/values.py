@@ -14,7 +14,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from auditor import arch
@@ -39,6 +39,14 @@ class Opaque:
 UNKNOWN = Opaque("UNKNOWN")
 TRUTHY = Opaque("TRUTHY")
 FALSY = Opaque("FALSY")
+
+
+@dataclass(frozen=True, slots=True)
+class Other:
+    """An unknown value known to be none of ``excluded``: what is left of UNKNOWN once each
+    literal a test compares it with has been tried on its own (see ``Statements.narrow``)."""
+
+    excluded: frozenset
 
 
 class Cap(tuple):
@@ -177,6 +185,10 @@ class Taint:
     names: frozenset = frozenset()
     """Predicates resolved by definition whose names promise something (for name_implies)."""
     unknowns: tuple = ()
+    chosen: bool = False
+    """The value depends on the arch only as a choice: constants assigned or returned on
+    arch-dependent paths (``fa_version = 3`` under ``if major == 9``), and what is computed from
+    them alone. A test of such a value repeats a decision made where it was chosen."""
 
     def merge(self, other: Taint | None) -> Taint:
         if other is None or other is self:
@@ -187,7 +199,15 @@ class Taint:
             self.resolutions | other.resolutions,
             self.names | other.names,
             _dedupe(self.unknowns + other.unknowns),
+            _chosen(self, other),
         )
+
+
+def _chosen(a: Taint, b: Taint) -> bool:
+    """Chosen when every part that depends on the arch is; a taint of no kind only annotates
+    (an unknown operand's note, a flag's definition)."""
+    parts = [t for t in (a, b) if t.kinds]
+    return bool(parts) and all(t.chosen for t in parts)
 
 
 def _dedupe(items: tuple) -> tuple:
@@ -198,6 +218,25 @@ def merge(a: Taint | None, b: Taint | None) -> Taint | None:
     if a is None:
         return b
     return a.merge(b)
+
+
+def along(v: Val, path: Taint | None) -> Val:
+    """``v`` assigned or returned on a path the arch decides (``path``): a value that does not
+    depend on the arch itself and is no truth value, or a value already chosen, is a value
+    chosen there (:attr:`Taint.chosen`)."""
+    if path is None:
+        return v
+    if (v.taint is None and v.elems and all(_constant(x) for x in v.elems)) or (v.taint is not None and v.taint.chosen):
+        return Val(v.elems, replace(path if v.taint is None else v.taint.merge(path), chosen=True))
+    return v.with_taint(path)
+
+
+def _constant(x) -> bool:
+    """Not computed from the capability, and no verdict: a truth value set on an arch path is a
+    flag, and ``(False, "needs 9.x")`` a predicate's answer, whose tests are the gates."""
+    if isinstance(x, tuple):
+        return not any(isinstance(e, bool) for e in x) and all(_constant(e) for e in x)
+    return (is_data(x) and not isinstance(x, bool)) or x is UNKNOWN
 
 
 def taint(kind: str, via: str, resolution: Resolution | None = None) -> Taint:
@@ -259,7 +298,7 @@ def _known(x) -> bool:
 
 def truths(x) -> frozenset:
     """The truth values an element may have."""
-    if x is UNKNOWN:
+    if x is UNKNOWN or isinstance(x, Other):
         return frozenset({True, False})
     if x is TRUTHY:
         return frozenset({True})
@@ -376,6 +415,10 @@ def compare(op: str, a: Val, b: Val) -> Val:
             # an external object may be None (``torch.version.hip``, an optional import)
             out |= {True, False}
             continue
+        settled = _other(op, x, y)
+        if settled is not None:
+            out.add(settled)
+            continue
         if not (_known(x) and _known(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
             # an object the reading does not model (``torch.version.cuda``, an unbound name):
             # its comparisons may go either way, never raise as ``object() >= "12.3"`` would
@@ -389,6 +432,18 @@ def compare(op: str, a: Val, b: Val) -> Val:
         except Exception:
             pass
     return make(out, t)
+
+
+def _other(op: str, x, y) -> bool | None:
+    """A comparison of an :class:`Other` that its exclusions settle: ``== 4`` when 4 is excluded."""
+    if op in ("==", "!="):
+        o, k = (x, y) if isinstance(x, Other) else (y, x)
+        if isinstance(o, Other) and _known(k) and k in o.excluded:
+            return op == "!="
+    elif op in ("in", "not in") and isinstance(x, Other) and isinstance(y, (tuple, frozenset)):
+        if all(_known(k) and k in x.excluded for k in y):
+            return op == "not in"
+    return None
 
 
 def binary(op: str, a: Val, b: Val) -> Val:

@@ -252,6 +252,14 @@ def states_scope(v: GateView) -> bool:
     return bool(v.gate.scope)
 
 
+def settled_upstream(v: GateView) -> bool:
+    """Every target the gate turns away is ruled out by a value chosen upstream by the arch, even
+    were the gate's own capability tests to pass (``fa_version == 4 and is_family(100)`` where
+    12.x is always given FA2): the decision is where that value is chosen, and widening this
+    test gives the targets nothing."""
+    return bool(v.excluded) and all(t.capability in v.gate.settled for t in v.excluded)
+
+
 def remarked_sent_apart(v: GateView) -> bool:
     """A comment beside the gate names a target it sends apart from its older sibling (``# GB10
     (12.1) keeps DeepGEMM: it has tcgen05`` beside ``if sm_version == 120: return False``): that
@@ -628,6 +636,7 @@ PREDICATES: dict[str, Predicate] = {
     "remarked": remarked,
     "remarked_sent_apart": remarked_sent_apart,
     "states_scope": states_scope,
+    "settled_upstream": settled_upstream,
     "minor_only": minor_only,
     "minor_by_convention": minor_by_convention,
     "admits_target_major": admits_target_major,

@@ -99,3 +99,52 @@ def test_a_comment_in_a_predicate_body_that_states_what_exists_is_its_scope():
     )  # a rejection lets 9.0 and 10.0 through
     assert found[3] == ""  # "tested" says nothing about what exists
     assert found[4] == ""  # a TODO leaves it open
+
+
+REASONS = """\
+def fa3_ok(major):
+    if major != 9:
+        return False, "FA3 is only supported on devices with compute capability 9.x"
+    return True, None
+
+
+def fa4_ok(major):
+    if major not in (9, 10, 11):
+        return False, "FA4 is only supported on devices with compute capability 9.x, 10.x, or 11.x"
+    return True, None
+"""
+
+CHOOSE = """\
+def choose(major):
+    if fa3_ok(major)[0] or fa4_ok(major)[0]:
+        return "flash"
+    if major >= 9:
+        log("this fast path is only supported on compute capability 9.x")
+        return "fast"
+"""
+
+
+def test_the_reasons_of_the_predicates_a_branch_reads_state_its_scope():
+    files = [
+        SourceFile("pkg/ready.py", REASONS.encode(), "python", "t"),
+        SourceFile("pkg/choose.py", CHOOSE.encode(), "python", "t"),
+    ]
+    both = replace(
+        _gate(2),
+        file="pkg/choose.py",
+        kind=GateKind.PREDICATE_CALL,
+        expression="fa3_ok(major)[0] or fa4_ok(major)[0]",
+        admits=("9.0", "10.0", "11.0"),
+        body_lines=(3, 3),
+        resolutions=(
+            Resolution("fa3_ok", "pkg/ready.py", 1, "def fa3_ok(major):"),
+            Resolution("fa4_ok", "pkg/ready.py", 7, "def fa4_ok(major):"),
+        ),
+    )
+    own = replace(_gate(4), file="pkg/choose.py", expression="major >= 9", admits=("9.0", "10.0"), body_lines=(5, 6))
+    found = {g.line: g.scope for g in with_remarks([both, own], files, arch.parse_targets("12.0,12.1"))}
+    assert found[2] == (
+        "FA3 is only supported on devices with compute capability 9.x; "
+        "FA4 is only supported on devices with compute capability 9.x, 10.x, or 11.x"
+    )
+    assert found[4] == ""  # a message in a branch that does the work is about other things

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from auditor.python.core import FUEL, State
 from auditor.python.values import UNKNOWN, val
 from tests.python.program import interp, program, value
@@ -77,3 +79,56 @@ def test_where_branches_meet_the_live_ones_are_joined():
     assert joined.live and joined.env["x"].elems == {1, 2}
     dead = it.join_states([State({"x": a}, False), State({"x": b}, False)])
     assert not dead.live and dead.env["x"].elems == {1, 2}  # in dead code, all of them
+
+
+SUPPORTED = """
+import torch
+
+def _v3():
+    return torch.cuda.get_device_capability()[0] == 9
+
+def _v4():
+    return torch.cuda.get_device_capability()[0] in (9, 10, 11)
+
+def supported(v):
+    if v == 2:
+        return True
+    elif v == 3:
+        return _v3()
+    elif v == 4:
+        return _v4()
+    raise ValueError(v)
+
+def chosen(override):
+    major = torch.cuda.get_device_capability()[0]
+    v = 3 if major == 9 else 4 if major == 10 else 2
+    if override is not None:
+        v = override
+    CHECK
+    return v
+
+R = chosen(OVERRIDE)
+"""
+
+
+@pytest.mark.parametrize("check", ["assert supported(v)", "if not supported(v):\\n        raise RuntimeError(v)"])
+@pytest.mark.parametrize(
+    ("override", "cap", "expected"),
+    [
+        ("None", "12.0", {2}),
+        ("4", "12.0", set()),  # 4 is not supported there: the path fails
+        ("4", "10.0", {4}),
+        ("unknown_override()", "12.0", {2}),  # an unknown override is only ever a supported version
+        ("unknown_override()", "9.0", {2, 3, 4}),
+    ],
+)
+def test_a_checked_value_keeps_only_what_passes_the_check(check, override, cap, expected):
+    text = SUPPORTED.replace("CHECK", check.replace("\\n", "\n")).replace("OVERRIDE", override)
+    prog = program(**{"m.py": text})
+    assert value(interp(prog), prog.by_path["m.py"], "R", cap=cap).elems == expected
+
+
+def test_an_unchecked_unknown_stays_unknown():
+    text = SUPPORTED.replace("CHECK", "pass").replace("OVERRIDE", "unknown_override()")
+    prog = program(**{"m.py": text})
+    assert UNKNOWN in value(interp(prog), prog.by_path["m.py"], "R", cap="12.0").elems
