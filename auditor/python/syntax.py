@@ -134,15 +134,21 @@ def compared_literals(node: Node) -> set:
     """The int and str literals that ``node`` compares anything with for equality or
     membership (``v == 2``, ``v in (3, 4)``): the values a test tells apart."""
     out: set = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
+    for n in descendants(node):
         if n.type == "comparison_operator" and any(text_of(c) in _EQUALITY for c in n.children if not c.is_named):
             for c in n.named_children:
                 if c.type in _LITERALS:
                     out |= _literal_items(text_of(c))
-        stack.extend(n.named_children)
     return out
+
+
+def descendants(node: Node):
+    """``node`` and the named nodes inside it, in source order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.named_children))
 
 
 def _literal_items(text: str) -> set:
@@ -157,32 +163,23 @@ def _literal_items(text: str) -> set:
 def identifiers_in(node: Node) -> list[str]:
     """Names ``node`` reads as plain variables (not attribute names, not called names), in order."""
     out: list[str] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type == "identifier":
-            p = n.parent
-            if p is not None and (
+    for n in descendants(node):
+        p = n.parent
+        if n.type != "identifier" or (
+            p is not None
+            and (
                 (p.type == "attribute" and p.child_by_field_name("attribute") == n)
                 or (p.type == "call" and p.child_by_field_name("function") == n)
-                or p.type == "keyword_argument"
-                and p.child_by_field_name("name") == n
-            ):
-                continue
-            name = text_of(n)
-            if name not in out:
-                out.append(name)
-        stack.extend(reversed(n.named_children))
+                or (p.type == "keyword_argument" and p.child_by_field_name("name") == n)
+            )
+        ):
+            continue
+        name = text_of(n)
+        if name not in out:
+            out.append(name)
     return out
 
 
 def calls_in(node: Node) -> list[Node]:
     """The calls inside ``node``, itself included."""
-    out: list[Node] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type == "call":
-            out.append(n)
-        stack.extend(n.named_children)
-    return out
+    return [n for n in descendants(node) if n.type == "call"]
