@@ -203,18 +203,19 @@ class Assembler:
             name_implies=self._name_implies(t.names),
             body_lines=_body_lines(node),
             toolkits=toolkits,
-            settled=self._settled(node, sites, admits) if guards != Guards.REJECT else (),
+            settled=self._settled(node, sites, admits, guards == Guards.REJECT),
         )
 
-    def _settled(self, node: Node, sites: list[Node], admits: tuple[str, ...]) -> tuple[str, ...]:
+    def _settled(self, node: Node, sites: list[Node], admits: tuple[str, ...], rejects: bool) -> tuple[str, ...]:
         """Capabilities the branch turns away even with its own capability tests granted: a
         value chosen upstream (``fa_version``, see :attr:`Taint.chosen`) already rules them out,
-        so the decision is made where that value is chosen."""
+        so the decision is made where that value is chosen. A rejection (its ``admits`` are
+        the rejected) turns a capability away when its condition cannot be false there."""
         out = []
         for c in self.caps:
             cap = capability(c)
             chosen = {s.id for s in sites if cap in self.recs[s.id].chosen}
-            if chosen and c not in admits and True not in self._granted(node, c, sites, chosen):
+            if chosen and (c in admits) == rejects and (not rejects) not in self._granted(node, c, sites, chosen):
                 out.append(c)
         return tuple(out)
 

@@ -1,7 +1,8 @@
 """Statements in call mode: a body run once, on one capability, to learn what it returns.
 
 Only live paths are followed; a branch an arch-dependent condition decides taints what it
-assigns and returns (the path taint). The simple statements, the state a loop body or an
+assigns and returns (the path taint); past an ``assert`` or an ``if …: raise`` a local keeps only
+the values the check lets through. The simple statements, the state a loop body or an
 ``except`` handler starts from, and where branches meet are shared with scan mode
 (:mod:`auditor.python.scan`), which walks the compound statements for all capabilities at once.
 """

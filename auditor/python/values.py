@@ -6,7 +6,10 @@ whether — and through what — it depends on the device architecture. Operatio
 Python's own semantics element by element; an element whose operation raises drops out (that
 path raises), so ``(8, 0) <= (None, None)`` contributes nothing. Opaque elements stand for
 what static reading cannot know: ``UNKNOWN`` (anything), ``TRUTHY`` and ``FALSY`` (an unknown
-value whose truth is known, as ``x and y`` yields when ``x`` is unknown).
+value whose truth is known, as ``x and y`` yields when ``x`` is unknown), and ``Other`` (an
+unknown known to be none of some literals). A taint can also say that the value depends on the
+arch only as a choice made on arch-dependent paths (``Taint.chosen``): a test of it repeats that
+choice.
 """
 
 from __future__ import annotations

@@ -23,10 +23,12 @@ def test_a_gate_that_tests_a_chosen_value_is_settled_upstream():
     assert "10.0" not in settled["pkg/cache.py", 11]  # 10.x passes there
     assert settled["pkg/cache.py", 16] == ()  # a plain flag beside a capability test
     assert settled["pkg/backends.py", 34] == ()  # where the version is chosen
+    assert {"12.0", "12.1"} <= set(settled["pkg/cache.py", 21])  # a rejection of every version 12.x gets
 
 
 def test_only_the_gate_that_decides_is_reported():
     findings = {(f.file, f.line) for f in _scan().findings}
     assert ("pkg/cache.py", 11) not in findings
     assert ("pkg/serve.py", 7) not in findings
+    assert ("pkg/cache.py", 21) not in findings
     assert ("pkg/serve.py", 13) in findings  # `use_wide and major in (9, 10)` does turn 12.x away
