@@ -425,7 +425,8 @@ def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
 
 def _predicate_value(v) -> bool:
     """A truth value or a capability (also as ``major*10+minor``, a major, or a plain tuple),
-    or a truth value with its reason, that depends on the arch: what a caller may test, whatever it names the result."""
+    or a truth value with its reason, that depends on the arch: what a caller may test,
+    whatever it names the result."""
     return v.taint is not None and (
         is_boolish(v)
         or all(isinstance(x, (Cap, Props)) or _capability_number(x) for x in v.elems)

@@ -147,7 +147,7 @@ class Statements(Core):
         local that ``cond`` reads the values under which it can come out ``want``: after
         ``assert supported(v)`` with ``v`` one of 2, 3, 4, only the supported versions remain.
         An unknown local is first split over the literals ``cond`` and the definitions it calls
-        compare with, and what is none of them (``Other``)."""
+        compare with, and what is none of them (``Other``). What is kept depends on the check."""
         env = None
         for name in identifiers_in(cond)[:NARROWED]:
             v = st.env.get(name)
@@ -251,7 +251,7 @@ class Statements(Core):
             return v
         res = Resolution(names[0], fr.mod.path, line_of(node), one_line(fr.mod.text(node), 400))
         assert v.taint is not None
-        return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}), chosen=v.taint.chosen)))
+        return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}))))
 
     def bind(self, target: Node | None, v: Val, env: dict) -> None:
         """Names of an assignment target bound to the parts of ``v`` they receive."""

@@ -418,10 +418,11 @@ def compare(op: str, a: Val, b: Val) -> Val:
             # an external object may be None (``torch.version.hip``, an optional import)
             out |= {True, False}
             continue
-        settled = _other(op, x, y)
-        if settled is not None:
-            out.add(settled)
-            continue
+        if type(x) is Other or type(y) is Other:
+            settled = _other(op, x, y)
+            if settled is not None:
+                out.add(settled)
+                continue
         if not (_known(x) and _known(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
             # an object the reading does not model (``torch.version.cuda``, an unbound name):
             # its comparisons may go either way, never raise as ``object() >= "12.3"`` would
