@@ -1,9 +1,12 @@
-"""Stable gate fingerprints: the same gate keeps its id when lines move around it."""
+"""Stable gate fingerprints: the same gate keeps its id when lines move around it; and the
+digests that cache keys are made of: of a file's bytes, of a JSON-able value."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from typing import Any
 
 _SPACE = re.compile(r"\s+")
 
@@ -29,3 +32,13 @@ def site_id(kind: str, context: str, expression: str, chain: tuple[str, ...] = (
     a finding whose file was moved or renamed, its decision and context unchanged, still matches."""
     key = "\0".join((kind, context, normalise(expression), *map(normalise, chain)))
     return "site:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def json_digest(parts: Any) -> str:
+    """Digest of a JSON-able value (keys made of options, inputs and other keys)."""
+    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
+
+
+def content_digest(data: bytes) -> str:
+    """Digest of one file's bytes (a kept result is checked against it)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints
 
 from auditor import __version__
+from auditor.fingerprint import content_digest as content_digest
+from auditor.fingerprint import json_digest as json_digest
 from auditor.model import (
     Binary,
     Classification,
@@ -72,16 +74,6 @@ def _files(root: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversab
                 yield from _files(p, f"{prefix}{p.name}/")
         elif p.is_file():
             yield f"{prefix}{p.name}", p
-
-
-def json_digest(parts: Any) -> str:
-    """Digest of a JSON-able value (keys made of options, inputs and other keys)."""
-    return hashlib.blake2b(json.dumps(parts).encode(), digest_size=16).hexdigest()
-
-
-def content_digest(data: bytes) -> str:
-    """Digest of one file's bytes."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def stream_digest(chunks: Iterable[bytes]) -> str:

@@ -90,9 +90,7 @@ def uncalled(
     for name, i, q in side.uses:
         uses.setdefault(name, []).append((i, q))
     seen_by = {i: frozenset(seen) for i, seen in side.seen_by}
-    words = "|".join(re.escape(n) for n in sorted({f.name for _, found in side.candidates for f, _ in found}))
-    token_bytes = re2.compile(rf"\b(?:{words})\b".encode())
-    token = re.compile(rf"\b(?:{words})\b")
+    token_bytes, token = _name_tokens({f.name for _, found in side.candidates for f, _ in found})
     for i in sorted(set().union(*seen_by.values())):
         if i < sight.c_files:
             continue  # in the C side
@@ -114,6 +112,13 @@ def uncalled(
             ):
                 out.update((sight.files[i], line) for line in gate_lines)
     return out
+
+
+def _name_tokens(names: set[str]):
+    """The candidates' names as whole words: a quick byte search (RE2), and the search that
+    finds each use in decoded code."""
+    words = "|".join(re.escape(n) for n in sorted(names))
+    return re2.compile(rf"\b(?:{words})\b".encode()), re.compile(rf"\b(?:{words})\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +161,7 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
             candidates[i] = [(functions[k], gate_lines) for k, gate_lines in held.items()]
     if not candidates:
         return CSide()
-    words = "|".join(re.escape(n) for n in sorted({f.name for found in candidates.values() for f, _ in found}))
-    token_bytes = re2.compile(rf"\b(?:{words})\b".encode())
-    token = re.compile(rf"\b(?:{words})\b")
+    token_bytes, token = _name_tokens({f.name for found in candidates.values() for f, _ in found})
     includers: list[list[int]] = [[] for _ in sight.files]
     for i, targets in enumerate(sight.edges):
         for j in targets:

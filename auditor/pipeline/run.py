@@ -141,9 +141,7 @@ def cuda_gates(
         return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
 
     if keep is not None:  # kept by content, whatever the input's name
-        found, more = keep.store.memo(keep.key, EXTRACTED, evaluated)
-        found = [g if g.input == input_name else replace(g, input=input_name) for g in found]
-        more = [e if e.input == input_name else replace(e, input=input_name) for e in more]
+        found, more = _placed(keep.store.memo(keep.key, EXTRACTED, evaluated), input_name)
     else:
         found, more = evaluated()
     errors += more
@@ -341,8 +339,8 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         if kept is None:
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
+        c_only = _c_key(files, survey.reads, options) if survey else ""
         if c_found is None:
-            c_key_only = _c_key(files, survey.reads, options) if survey else ""
             c_found = cuda_gates(
                 files,
                 reads,
@@ -350,17 +348,14 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
                 options.toolkits,
                 python[0],
                 options.targets,
-                Keep(store, c_key_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)})
-                if survey
-                else None,
+                Keep(store, c_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)}) if survey else None,
             )
             store.keep(c_key, EXTRACTED, c_found)
         reads = []  # let the C/CUDA structures go
         c_sources = [f for f in marked if f.language != "python"]
         if survey:  # what the C/CUDA gates found with reach and the other files decide their features and findings
             judged_key = (
-                f"c-judged:{_c_key(files, survey.reads, options)}:{input_name}:"
-                f"{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
+                f"c-judged:{c_only}:{input_name}:{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
             )
             c_judged = store.memo(judged_key, FINAL, lambda: InputResult(*judged(c_found, c_sources), [], ()))
             c_gates, c_findings = c_judged.gates, c_judged.findings
@@ -424,9 +419,12 @@ def _python_files(files: Sequence, reads: Sequence[Read] | None) -> list:
 
 
 def _placed(found: tuple[list[Gate], list[FileError]], input_name: str) -> tuple[list[Gate], list[FileError]]:
-    """The Python pass's gates and errors, as of this input."""
+    """Gates and errors kept by content, whatever the input's name, as of this input."""
     gates, errors = found
-    return [replace(g, input=input_name) for g in gates], [replace(e, input=input_name) for e in errors]
+    return (
+        [g if g.input == input_name else replace(g, input=input_name) for g in gates],
+        [e if e.input == input_name else replace(e, input=input_name) for e in errors],
+    )
 
 
 def config_digest(options: Options) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import bisect
 import gc
-import hashlib
-import json
 import multiprocessing
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -21,12 +19,13 @@ from typing import Any, Protocol
 
 from auditor import arch, fingerprint, model
 from auditor.facts import names
+from auditor.fingerprint import content_digest, json_digest
 from auditor.model import Language
 from auditor.python.gates import Found, scan_module
 from auditor.python.interp import Interp
 from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.models import models
-from auditor.python.symbols import Module, Program, Reads, source_digest, word_pattern, word_starts
+from auditor.python.symbols import Module, Program, Reads, word_pattern, word_starts
 from auditor.python.syntax import child
 from auditor.python.values import Cap, Func, Props, SelfRef, Val, capability, is_boolish
 
@@ -213,11 +212,6 @@ def _still(prog: Program, e: Evaluated, digests: dict[str, str]) -> bool:
     return prog.still_reads(Reads(by_name=dict(e.by_name)))
 
 
-def json_digest(parts) -> str:
-    """A digest of a JSON-able value."""
-    return hashlib.blake2b(json.dumps(parts, separators=(",", ":")).encode(), digest_size=16).hexdigest()
-
-
 def _counted(parts: Iterable, total: int, progress: Progress) -> list:
     out = []
     for part in parts:
@@ -363,7 +357,7 @@ def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Progra
             if f is None:
                 return None
             m = prog.load(f)
-            if (m.digest if m is not None else source_digest(f.data)) != what:
+            if (m.digest if m is not None else content_digest(f.data)) != what:
                 return None
         elif op == "drop" and path in prog.by_path:
             prog.drop(prog.by_path[path], what)

@@ -10,7 +10,6 @@ a tree whose package sits under a folder (``python/sglang/...``) still resolves
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from functools import cache
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
+from auditor.fingerprint import content_digest
 from auditor.model import FileError, SourceFile
 from auditor.python import recover
 from auditor.python.syntax import child, text_of
@@ -128,7 +128,7 @@ class Module:
     assigned: dict[int, frozenset[str]] = field(default_factory=dict)
     """Names each loop body assigns, by node id, filled as they are looked up."""
     digest: str = ""
-    """Of the file's bytes as read (:func:`source_digest`)."""
+    """Of the file's bytes as read (:func:`content_digest`)."""
 
     @property
     def package(self) -> str:
@@ -171,14 +171,9 @@ def parse(file: SourceFile) -> tuple[Module | None, FileError | None]:
     if err is not None:
         error = FileError(file.path, f"python syntax error at line {err.start_point[0] + 1}", file.input)
     name, is_package = module_name(file.path)
-    mod = Module(file.path, name, is_package, data, tree.root_node, digest=source_digest(file.data))
+    mod = Module(file.path, name, is_package, data, tree.root_node, digest=content_digest(file.data))
     _collect(mod, tree.root_node.children, mod.bindings, "")
     return mod, error
-
-
-def source_digest(data: bytes) -> str:
-    """What identifies a file's content (a kept evaluation is checked against it)."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def dotted(node: Node) -> str:
@@ -453,7 +448,7 @@ class Program:
                 self._parsed[file.path] = parsed
         mod, error = parsed
         if self.log is not None:
-            self.log.append(("load", file.path, mod.digest if mod is not None else source_digest(file.data)))
+            self.log.append(("load", file.path, mod.digest if mod is not None else content_digest(file.data)))
         if error is not None:
             self.errors.append(error)
         if mod is not None:
@@ -523,12 +518,7 @@ class Program:
 
     def loaded(self, name: str) -> Module | None:
         """A module already loaded, by its absolute dotted name (none is loaded for it here)."""
-        m = self.modules.get(name)
-        if self.reads is not None:
-            self.reads.by_name.setdefault(f"l:{name}", (m.path,) if m is not None else ())
-            if m is not None:
-                self.reads.modules.add(m.path)
-        return m
+        return self._noted("l", name, self.modules.get(name))
 
     def definers(self, name: str) -> list[tuple[Module, Binding]]:
         """The first eight module-level definitions of ``name`` in load order (a call by name)."""
@@ -546,9 +536,12 @@ class Program:
 
     def module(self, name: str) -> Module | None:
         """A module by absolute dotted name, or by suffix when the input root sits above the package."""
-        m = self._module(name)
+        return self._noted("i", name, self._module(name))
+
+    def _noted(self, kind: str, name: str, m: Module | None) -> Module | None:
+        """``m``, found for ``name``, noted in the reads of the evaluation in progress (the first finding counts)."""
         if self.reads is not None:
-            self.reads.by_name.setdefault(f"i:{name}", (m.path,) if m is not None else ())
+            self.reads.by_name.setdefault(f"{kind}:{name}", (m.path,) if m is not None else ())
             if m is not None:
                 self.reads.modules.add(m.path)
         return m
@@ -559,7 +552,7 @@ class Program:
         if m is not None:
             return m.digest
         f = self._paths.get(path)
-        return source_digest(f.data) if f is not None else ""
+        return content_digest(f.data) if f is not None else ""
 
     def source(self, path: str) -> SourceFile | None:
         """One of the program's files, by path."""

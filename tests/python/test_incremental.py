@@ -129,18 +129,25 @@ def test_a_rescan_after_a_change_is_the_cold_scan_of_the_changed_tree(tmp_path, 
         assert again != before, "the change is one a scan sees"
 
 
-def test_a_comment_evaluates_again_only_the_batch_of_the_changed_module(tmp_path, monkeypatch):
-    root = tree(tmp_path / "tree")
-    cache = tmp_path / "cache"
-    scan(root, tmp_path / "first.json", cache)
-    evaluated: list[list[str]] = []
+@pytest.fixture
+def evaluated(monkeypatch) -> list[list[str]]:
+    """The batches of modules the Python pass evaluates from now on (none that it recalls)."""
+    batches: list[list[str]] = []
     real = extract._read_modules
 
     def spy(paths):
-        evaluated.append(list(paths))
+        batches.append(list(paths))
         return real(paths)
 
     monkeypatch.setattr(extract, "_read_modules", spy)
+    return batches
+
+
+def test_a_comment_evaluates_again_only_the_batch_of_the_changed_module(tmp_path, evaluated):
+    root = tree(tmp_path / "tree")
+    cache = tmp_path / "cache"
+    scan(root, tmp_path / "first.json", cache)
+    evaluated.clear()
     append(root / "pkg" / "c33.py", "# touched\n")
     scan(root, tmp_path / "again.json", cache)
     assert evaluated and all(any(p.endswith("c33.py") for p in batch) for batch in evaluated), evaluated
@@ -150,13 +157,11 @@ def test_a_comment_evaluates_again_only_the_batch_of_the_changed_module(tmp_path
     assert evaluated == [], "a module the pass never loads changes no batch"
 
 
-def test_a_change_to_a_predicate_evaluates_again_the_batches_that_call_it(tmp_path, monkeypatch):
+def test_a_change_to_a_predicate_evaluates_again_the_batches_that_call_it(tmp_path, evaluated):
     root = tree(tmp_path / "tree")
     cache = tmp_path / "cache"
     scan(root, tmp_path / "first.json", cache)
-    evaluated: list[list[str]] = []
-    real = extract._read_modules
-    monkeypatch.setattr(extract, "_read_modules", lambda paths: evaluated.append(list(paths)) or real(paths))
+    evaluated.clear()
     (root / "pkg" / "utils.py").write_text(UTILS.replace(">= 90", ">= 80"))
     scan(root, tmp_path / "again.json", cache)
     done = {p for batch in evaluated for p in batch}
