@@ -39,6 +39,8 @@ class Table:
     """Patterns of architecture names in a comment's text."""
     open_words: re.Pattern
     """Words that leave a comment's question open (a TODO)."""
+    floor: re.Pattern
+    """What a kernel needs from below (``sm90 or newer``): a statement of no scope."""
     scope: re.Pattern
     """A comment line that states what exists (``the sm100 kernels exist for 10.x only``)."""
     scope_messages: re.Pattern
@@ -93,6 +95,7 @@ def table() -> Table:
         paths=tuple((re.compile(p["pattern"]), p) for p in raw["paths"]["patterns"]),
         comments=tuple((re.compile(p["pattern"]), p) for p in raw["comments"]["patterns"]),
         open_words=re.compile(r"\b(?:" + "|".join(map(re.escape, raw["comments"]["open"])) + r")\b"),
+        floor=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["floor"])),
         scope=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["scope"])),
         scope_messages=re.compile(
             "|".join(f"(?:{p})" for p in raw["comments"]["scope"] + raw["comments"]["scope_messages"])
@@ -176,12 +179,12 @@ def comment_architectures(text: str) -> frozenset[str]:
 def scope_statements(text: str, messages: bool = False) -> list[tuple[str, frozenset[str]]]:
     """The comment lines that state what exists (``# The SM100 mega kernels exist for 10.x
     only``), or with ``messages`` the rejection messages that do (``only supported on 9.x``), each
-    with the capabilities it names; none from one that leaves the question open."""
+    with the capabilities it names; none from one that leaves the question open or states a floor."""
     out = []
     scope = table().scope_messages if messages else table().scope
     for line in text.split("\n"):
         lower = line.lower()
-        if scope.search(lower) and not table().open_words.search(lower):
+        if scope.search(lower) and not table().open_words.search(lower) and not table().floor.search(lower):
             named = comment_architectures(line) | _capability_list(lower)
             if named:
                 out.append((line.strip().lstrip("#/* ").strip(), named))

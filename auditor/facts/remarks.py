@@ -10,20 +10,25 @@ count; and the same beside the definition of a flag or predicate the gate reads.
 
 A comment may also state what exists (``# The SM100 mega kernels exist for 10.x only``), and so
 may a rejection's message (``"FA4 is only supported on devices with compute capability 9.x,
-10.x, or 11.x"``, in its body or the body of a predicate it calls): when it names a part the
-gate lets through, the gate restates the kernels' scope, and widening it alone gives the
-turned-away target nothing to run. The statement is kept as the gate's ``scope``.
+10.x, or 11.x"``, ``"FlashInfer allreduce fusion requires SM90 or SM10X"``, in its body or the
+body of a predicate it calls): when it names a part the gate lets through, the gate restates the
+kernels' scope, and widening it alone gives the turned-away target nothing to run. The statement
+is kept as the gate's ``scope``. What a rejection says holds for every test of the same predicates
+(:func:`auditor.facts.causes.tests`), and for the callers of a predicate whose body holds such a
+test: the check that turns a device away with its reason and the switch that enables the same
+kernels on the same test are about one thing. A floor (``sm90
+or newer``, ``at least 8.0``) states what a kernel needs, not where it ends: no scope.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from auditor import arch, verdicts
-from auditor.facts import names
-from auditor.model import Gate, Guards, Language, SourceFile, Target
+from auditor.facts import causes, names
+from auditor.model import Gate, Guards, Language, Resolution, SourceFile, Target
 
 NEAR = 8
 """How many lines above or below a gate its comment blocks may reach."""
@@ -40,6 +45,8 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
             wanted.setdefault(g.file, []).append(i)
     out = list(gates)
     texts: dict[str, list[str]] = {}
+    given: dict[frozenset[Resolution], list[tuple[str, frozenset[str]]]] = {}
+    """What rejections say of the kernels behind them, by the definitions their tests rest on."""
 
     def lines_of(path: str) -> list[str]:
         if path not in texts:
@@ -68,12 +75,37 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
                 for r in g.resolutions
                 if r.line > 0 and r.file in by_path
             ]
-            if g.guards == Guards.REJECT:
-                spans.append((lines_of(path), *g.body_lines))
             stated += names.scope_statements(_strings(spans), messages=True)
-            scope = "; ".join(list(dict.fromkeys(line for line, caps in stated if _admits_any(g, caps)))[:SCOPES])
-            out[i] = replace(g, scope=scope) if scope else g
+            if g.guards == Guards.REJECT:
+                own = names.scope_statements(_strings([(lines_of(path), *g.body_lines)]), messages=True)
+                stated += own
+                if own and causes.tests(g):
+                    given.setdefault(causes.tests(g), []).extend(own)
+            out[i] = _scoped(g, stated)
+    judged = [i for indices in wanted.values() for i in indices]
+    # a rejection's reason speaks for every test of the same predicates
+    for i in judged:
+        if not out[i].scope and (cause := causes.tests(out[i])) in given:
+            out[i] = _scoped(out[i], given[cause])
+    # and a test in a predicate's body for the predicate's callers
+    scoped = [out[i] for i in judged if out[i].scope]
+    for i in judged:
+        g = out[i]
+        inside = [s.scope for r in causes.tests(g) if not g.scope for s in scoped if _within(s, r, lines_of)]
+        if inside:
+            out[i] = replace(g, scope=inside[0])
     return out
+
+
+def _within(gate: Gate, r: Resolution, lines_of: Callable[[str], list[str]]) -> bool:
+    """Whether the gate sits in the body of the predicate ``r`` defines."""
+    return gate.file == r.file and r.line < gate.line <= _body_end(lines_of(r.file), r.line, r.detail)
+
+
+def _scoped(gate: Gate, stated: Sequence[tuple[str, frozenset[str]]]) -> Gate:
+    """The gate with the statements of what exists that name a part it lets through, if any."""
+    scope = "; ".join(list(dict.fromkeys(line for line, caps in stated if _admits_any(gate, caps)))[:SCOPES])
+    return replace(gate, scope=scope) if scope else gate
 
 
 _STRING = re.compile(r"""(["'])((?:\\.|(?!\1).)*)\1""")

@@ -78,13 +78,47 @@ def rejects(stmt: Node) -> bool:
 
 def _falls_back(block: Node) -> bool:
     """A branch that says it falls back (``logger.warning("…; falling back to SDPA")``) and
-    returns: the path its condition leads to is the fallback."""
+    returns, or that only sets a value back and says so (``logger.warning("…, defaulting to FA
+    version 2"); fa_version = 2``, also across the arms of an ``if`` inside it): the path its
+    condition leads to is the fallback."""
     statements = [s for s in block.named_children if s.type != "comment"]
-    if not statements or statements[-1].type != "return_statement":
-        return False
+    if statements and statements[-1].type == "return_statement":
+        return _says_fallback(statements[:-1])
+    flat = _flat(block)
+    sets = {_set_name(s) for s in flat} - {None}
+    return len(sets) == 1 and "" not in sets and _says_fallback(flat)
+
+
+def _says_fallback(statements: list[Node]) -> bool:
+    """Whether one of the statements logs that it falls back."""
     return any(
-        _statement(s) == Guards.LOG and _roles().fallback_words.search(text_of(s)) is not None for s in statements[:-1]
+        _statement(s) == Guards.LOG and _roles().fallback_words.search(text_of(s)) is not None for s in statements
     )
+
+
+def _flat(block: Node) -> list[Node]:
+    """The statements of a block and of the arms of the ``if`` statements in it, in order."""
+    out = []
+    for s in block.named_children:
+        if s.type == "if_statement":
+            arms = [s, *(c for c in s.named_children if c.type in ("elif_clause", "else_clause"))]
+            out += [t for arm in arms if (body := child(arm, "consequence") or child(arm, "body")) for t in _flat(body)]
+        elif s.type != "comment":
+            out.append(s)
+    return out
+
+
+def _set_name(stmt: Node) -> str | None:
+    """What a statement sets: the name a plain assignment sets, None for a log or nothing,
+    "" for anything else."""
+    kind = _statement(stmt)
+    if kind is None or kind == Guards.LOG:
+        return None
+    expr = stmt.named_children[0] if stmt.type == "expression_statement" and stmt.named_children else None
+    if expr is None or expr.type != "assignment" or child(expr, "left") is None:
+        return ""
+    left = child(expr, "left")
+    return text_of(left) if left.type in ("identifier", "attribute") else ""
 
 
 def _reason_return(stmt: Node) -> bool:

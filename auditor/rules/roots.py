@@ -18,11 +18,11 @@ from dataclasses import replace
 from functools import cache
 
 from auditor import datafiles
-from auditor.model import Finding, Gate, Resolution, ResolvedBy, Severity
+from auditor.facts import causes
+from auditor.model import Finding, Gate, Resolution, Severity
 
 SHOWN = 4
 """Other sites a message names; the rest are counted."""
-_WORD = re.compile(r"[A-Za-z_]\w*")
 _FLAG = re.compile(r"(?:not\s+)?([A-Za-z_][\w.]*)")
 """A condition that is one flag (``use_psum_layout``, ``not self.use_fused``): its uses in one
 function are one decision made once, where the flag is set."""
@@ -45,24 +45,15 @@ def vendored(path: str) -> tuple[str, str]:
     return parts[folders[0]], "/".join(parts[folders[-1] :])
 
 
-def named_definitions(gate: Gate) -> tuple[Resolution, ...]:
-    """The definitions a condition names and resolves through (``is_sm100_supported``, a
-    derived macro), in order; none for a literal condition."""
-    if gate.resolved_by != ResolvedBy.DEFINITION:
-        return ()
-    found = {r for r in gate.resolutions if re.search(rf"\b{re.escape(r.name)}\b", gate.expression)}
-    return tuple(sorted(found, key=lambda r: (r.name, r.file, r.line)))
-
-
 def root_of(gate: Gate) -> str:
     """The root cause a condition names, as ``name (file:line)``; "" when it is its own root."""
-    return "; ".join(f"`{r.name}` ({r.file}:{r.line})" for r in named_definitions(gate))
+    return "; ".join(f"`{r.name}` ({r.file}:{r.line})" for r in causes.named_definitions(gate))
 
 
 def _defined(gate: Gate) -> tuple[tuple[str, str, int], ...]:
     """The named definitions, a vendored one by its path inside the tree and not its line (two
     releases of CUTLASS define ``CUTLASS_ARCH_TCGEN_ENABLED`` in one header, lines apart)."""
-    return tuple(sorted({_where(r) for r in named_definitions(gate)}))
+    return tuple(sorted({_where(r) for r in causes.named_definitions(gate)}))
 
 
 def _where(r: Resolution) -> tuple[str, str, int]:
@@ -94,7 +85,7 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding
         gate = gates.get(group[0].gate)
         if key[0] != "root" or gate is None:
             continue
-        for r in _through(gate):
+        for r in causes.through(gate):
             home = homes.get(("def", *key[1:3], r.file, r.name)) or homes.get(("at", *key[1:3], r.file, r.line))
             if home is not None:
                 if top(home) != top(key):
@@ -148,10 +139,8 @@ def _cause(key: tuple, gate: Gate) -> tuple | None:
     the condition in files of one folder (``#if __CUDA_ARCH__ == 1030`` in five variants of one
     kernel)."""
     if key[0] == "root":
-        chain = _through(gate)
-        named = {r.name for r in chain}
-        leaves = {_where(r) for r in chain if not any(w in named for w in _WORD.findall(r.detail) if w != r.name)}
-        return ("leaves", *key[1:3], tuple(sorted(leaves))) if leaves else None
+        ends = {_where(r) for r in causes.leaves(gate)}
+        return ("leaves", *key[1:3], tuple(sorted(ends))) if ends else None
     if key[0] == "text" and gate.context:
         return ("fork", *key[1:3], key[4], gate.context.rpartition(".")[2], gate.admits)
     if key[0] == "text":
@@ -177,17 +166,6 @@ def _homes(groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate]) -> 
                 out.setdefault(("def", *key[1:3], gate.file, gate.context.rpartition(".")[2]), key)
             for line in range(gate.line, max(gate.end_line, gate.line) + 1):
                 out.setdefault(("at", *key[1:3], gate.file, line), key)
-    return out
-
-
-def _through(gate: Gate) -> list[Resolution]:
-    """The definitions a gate's condition names, then those their values name, nearest first
-    (``ENABLE = _compute_enable()``): the chain a use's verdict comes down, not every helper
-    the evaluation passed (``fa_version`` in ``x and fa_version == 4`` is not the cause)."""
-    by_name = {r.name: r for r in gate.resolutions}
-    out = list(named_definitions(gate))
-    for r in out:
-        out += [d for word in _WORD.findall(r.detail) if (d := by_name.get(word)) is not None and d not in out]
     return out
 
 

@@ -1,0 +1,135 @@
+"""What an author says of the kernels behind a check, read where the check is written again.
+
+A rejection that gives its reason (``raise ValueError("… requires SM90 or SM10X")``) states what
+exists for the predicates it tests; a switch elsewhere that enables the same kernels on the same
+predicates restates that scope, not a list that forgot 12.x. A floor (``sm90 or newer``) says the
+opposite: newer parts are meant to pass. A branch that only sets a value back and says so is the
+fallback: a target that does not take it keeps the fast path.
+"""
+
+from __future__ import annotations
+
+from auditor import arch, pipeline
+from auditor.model import Guards, SourceFile
+from auditor.verdicts import turns_away
+
+TARGETS = arch.parse_targets(arch.DEFAULT_TARGETS)
+
+UTILS = """\
+import torch
+
+
+def is_sm90_supported():
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+def is_sm100_supported():
+    return torch.cuda.get_device_capability()[0] == 10
+"""
+
+FUSION = """\
+from pkg.utils import is_sm90_supported, is_sm100_supported
+
+
+def resolve_backend():
+    if not (is_sm90_supported() or is_sm100_supported()):
+        raise ValueError("Fused allreduce {reason}.")
+    return "trtllm"
+"""
+
+CONFIG = """\
+from pkg.utils import is_sm90_supported, is_sm100_supported
+
+_is_sm90 = is_sm90_supported()
+_is_sm100 = is_sm100_supported()
+
+
+def auto_enable(tp):
+    if (is_sm90_supported() or is_sm100_supported()) and tp > 1:
+        return {"fusion": "auto"}
+    return {}
+
+
+def use_fusion(batch):
+    return (_is_sm90 or _is_sm100) and batch > 0
+
+
+def prepare(batch):
+    if use_fusion(batch):
+        return "fused"
+    return "plain"
+"""
+
+
+def audit(files: dict[str, str]):
+    sources = [SourceFile(path, text.encode(), "python", "t") for path, text in files.items()]
+    gates, findings, _ = pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))
+    return gates, findings
+
+
+def run(files: dict[str, str]):
+    return audit(files)[1]
+
+
+def test_a_rejections_reason_speaks_for_every_test_of_its_predicates():
+    reason = "requires SM90 or SM10X GPUs"
+    findings = run({"pkg/utils.py": UTILS, "pkg/fusion.py": FUSION.format(reason=reason), "pkg/config.py": CONFIG})
+    assert findings and {f.rule for f in findings} == {"ARCH013"}
+    assert all(f"Fused allreduce {reason}." in f.message for f in findings)
+    sites = {(f.file, f.line) for f in findings} | {site for f in findings for site in f.also}
+    assert {("pkg/config.py", 8), ("pkg/config.py", 14), ("pkg/config.py", 18)} <= sites
+
+
+def test_without_a_reason_the_switch_is_an_allow_list_that_omits_12x():
+    findings = run({"pkg/utils.py": UTILS, "pkg/config.py": CONFIG})
+    assert "ARCH002" in {f.rule for f in findings if f.file == "pkg/config.py"}
+
+
+def test_a_floor_is_no_statement_of_scope():
+    findings = run(
+        {
+            "pkg/utils.py": UTILS,
+            "pkg/fusion.py": FUSION.format(reason="requires SM90 or newer"),
+            "pkg/config.py": CONFIG,
+        }
+    )
+    assert "ARCH013" not in {f.rule for f in findings}
+    assert "ARCH002" in {f.rule for f in findings}
+
+
+CHOOSE = """\
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def choose(head, override=None, hd256_kernel=True):
+    major = torch.cuda.get_device_capability()[0]
+    version = 2
+    if major in (9, 10):
+        version = 4
+    if override is not None:
+        version = override
+    if version == 4 and major in (9, 10) and head == 256:
+        if not hd256_kernel:
+            version = 2
+        elif head > 512:
+            logger.warning("the hd256 kernel does not support this, defaulting to version 2")
+            version = 2
+    return version
+"""
+
+
+def test_a_branch_that_only_sets_a_value_back_and_says_so_is_the_fallback():
+    gates, findings = audit({"pkg/choose.py": CHOOSE})
+    (check,) = [g for g in gates if g.line == 15]
+    assert check.guards == Guards.REJECT  # what matters is what it lets through: 12.x keeps version 4
+    assert not any(turns_away(check, t) for t in TARGETS) and [f for f in findings if f.line == 15] == []
+    # the same branch doing work of its own is the code it admits
+    working = CHOOSE.replace(
+        "            version = 2\n    return", "            version = 2\n        run_hd256()\n    return"
+    )
+    (check,) = [g for g in audit({"pkg/choose.py": working})[0] if g.line == 15]
+    assert check.guards == Guards.TAKE and all(turns_away(check, t) for t in TARGETS)
