@@ -54,3 +54,18 @@ def test_explain_in_the_wheel(capsys):
     assert "    cudaGridDependencySynchronize  line 418  PDL device API; needs sm_90; 12.0: yes  12.1: yes" in out
     assert "  classification: conservative" in out
     assert any(ln.startswith("    [high] ARCH001: ") for ln in out)
+
+
+def test_sglang_allreduce_fusion_allow_list_is_listed_with_its_reason():
+    """sglang 0.5.15 enables FlashInfer's allreduce fusion on ``is_sm90_supported() or
+    is_sm100_supported()``; the check that refuses the same fusion gives the reason, and the
+    flashinfer it pins builds those kernels for majors 9 and 10 only: listed with that reason
+    (ARCH013), every site folded into it, not a high allow-list that forgot 12.x."""
+    result = audit([str(wheel("sglang==0.5.15"))], Options(jobs=2))
+    (f,) = [f for f in result.findings if f.file == "sglang/srt/arg_groups/overrides.py" and f.line == 1386]
+    assert f.rule == "ARCH013" and f.severity == "info"
+    assert '"FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs."' in f.message
+    assert {("sglang/srt/layers/communicator.py", 170), ("sglang/srt/layers/flashinfer_comm_fusion.py", 49)} <= set(
+        f.also
+    )
+    assert not [f for f in result.findings if f.file == "sglang/srt/layers/communicator.py"]
