@@ -191,6 +191,11 @@ def scope_statements(text: str, messages: bool = False) -> list[tuple[str, froze
     return out
 
 
+def stated_architectures(text: str) -> frozenset[str]:
+    """The capabilities statements of what exists name (``compute capability 9.x, 10.x``, ``SM100``)."""
+    return frozenset().union(*(caps for _, caps in scope_statements(text, messages=True)))
+
+
 _CAPABILITY_LIST = re.compile(r"\bcompute capabilit(?:y|ies)\b(.*)")
 _CAPABILITY = re.compile(r"\b([1-9]\d?)\.(x|\d)\b")
 

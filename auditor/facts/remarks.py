@@ -16,8 +16,8 @@ kernels' scope, and widening it alone gives the turned-away target nothing to ru
 is kept as the gate's ``scope``. What a rejection says holds for every test of the same predicates
 (:func:`auditor.facts.causes.tests`), and for the callers of a predicate whose body holds such a
 test: the check that turns a device away with its reason and the switch that enables the same
-kernels on the same test are about one thing. A floor (``sm90
-or newer``, ``at least 8.0``) states what a kernel needs, not where it ends: no scope.
+kernels on the same test are about one thing. A floor (``sm90 or newer``, ``at least 8.0``)
+states what a kernel needs, not where it ends: no scope.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
     out = list(gates)
     texts: dict[str, list[str]] = {}
     given: dict[frozenset[Resolution], list[tuple[str, frozenset[str]]]] = {}
-    """What rejections say of the kernels behind them, by the definitions their tests rest on."""
+    """What rejections say of the kernels behind them, by the predicates they test."""
 
     def lines_of(path: str) -> list[str]:
         if path not in texts:
@@ -90,10 +90,9 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
     # and a test in a predicate's body for the predicate's callers
     scoped = [out[i] for i in judged if out[i].scope]
     for i in judged:
-        g = out[i]
-        inside = [s.scope for r in causes.tests(g) if not g.scope for s in scoped if _within(s, r, lines_of)]
-        if inside:
-            out[i] = replace(g, scope=inside[0])
+        if not out[i].scope:
+            inside = next((s.scope for r in causes.tests(out[i]) for s in scoped if _within(s, r, lines_of)), "")
+            out[i] = replace(out[i], scope=inside) if inside else out[i]
     return out
 
 

@@ -33,6 +33,7 @@ class _Roles:
     reason_returns: frozenset[str]
     fallback_words: re.Pattern
     tuning_names: re.Pattern
+    shape_names: re.Pattern
 
 
 @cache
@@ -53,6 +54,7 @@ def _roles() -> _Roles:
         reason_returns=frozenset(raw["reason_returns"]),
         fallback_words=either(raw["fallback_words"], re.I),
         tuning_names=either(raw["tuning_names"], re.I),
+        shape_names=either(raw["shape_names"], re.I),
     )
 
 
@@ -69,6 +71,11 @@ def role(block: Node | None) -> Guards:
     if acting == {Guards.LOG}:
         return Guards.LOG
     return Guards.TUNE if acting and acting <= {Guards.LOG, Guards.TUNE} else Guards.TAKE
+
+
+def shape_name(name: str) -> bool:
+    """Whether a name is a parameter of a problem shape (``num_q_heads``, ``head_dim_qk``, ``page_size``)."""
+    return _roles().shape_names.fullmatch(name) is not None
 
 
 def rejects(stmt: Node) -> bool:

@@ -21,9 +21,10 @@ from auditor import arch
 from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
-from auditor.facts import names
+from auditor.facts import causes, names
 from auditor.facts.binaries import evidence, prebuilt_packages
 from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
+from auditor.python import roles
 from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
 
@@ -95,6 +96,8 @@ class GateView:
     """The decision the gate is a branch of (None: a decision of its own)."""
     shipped: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Every shipped binary's loadability per target label, for the branches of the decision."""
+    shaped: frozenset[tuple[str, str]] = frozenset()
+    """(file, function) of the functions holding a test that chooses for one problem shape."""
 
     @cached_property
     def branches(self) -> Decision:
@@ -248,8 +251,46 @@ def remarked(v: GateView) -> bool:
 def states_scope(v: GateView) -> bool:
     """A comment beside the gate, or beside the flag or predicate it reads, states what exists for
     a part it admits (``# The SM100 mega kernels exist for compute capability 10.x only``): the gate
-    restates the kernels' scope, not a list that forgot the target (:mod:`auditor.facts.remarks`)."""
-    return bool(v.gate.scope)
+    restates the kernels' scope, not a list that forgot the target (:mod:`auditor.facts.remarks`).
+    Not when it names only parts of the turned-away targets' own major (``requires compute
+    capability 12.0`` where 12.1 is turned away): written for the part the author had, it says
+    nothing of its sibling, which is the trap itself."""
+    if not v.gate.scope:
+        return False
+    majors = {_cap(c).major for c in names.stated_architectures(v.gate.scope)}
+    return not majors or not majors <= {_cap(t.capability).major for t in v.excluded}
+
+
+SHAPE_PINS = 2
+"""How many problem-shape parameters a condition pins to numbers to choose for one shape."""
+_PINNED = re.compile(r"\b([A-Za-z_][\w.]*)\)?\s*(?:==|\bin\b)\s*[(\[]?\s*\d+\b")
+"""A name compared with a number (``int(num_q_heads) == 36``, ``plan.page_size in (64, 128)``)."""
+
+
+def shaped_functions(gates: Iterable[Gate]) -> frozenset[tuple[str, str]]:
+    """(file, function) of every function holding a test that chooses for one problem shape: a
+    call of it chooses for that shape too."""
+    return frozenset(
+        (g.file, g.context.rpartition(".")[2]) for g in gates if g.context and len(shape_pinned(g)) >= SHAPE_PINS
+    )
+
+
+def shape_pinned(gate: Gate) -> tuple[str, ...]:
+    """The problem-shape parameters the whole condition around the gate pins to numbers, by name."""
+    text = " ".join((gate.expression, *gate.chain[-1:], *gate.unknowns))
+    found = (m.group(1).rpartition(".")[2] for m in _PINNED.finditer(text))
+    return tuple(dict.fromkeys(name for name in found if roles.shape_name(name)))
+
+
+def shape_specialized(v: GateView) -> bool:
+    """The condition pins problem-shape parameters to numbers beside its architecture test
+    (``num_q_heads == 36 and head_dim_qk == 128 and capability == (12, 0)``): a schedule or
+    kernel choice for one shape, measured on the parts it names; every other part runs the
+    general path of the same code for that shape. So does a call of a function holding such a
+    test (``if _is_laguna_decode_graph(...)``)."""
+    if not v.excluded:
+        return False
+    return len(shape_pinned(v.gate)) >= SHAPE_PINS or any((r.file, r.name) in v.shaped for r in causes.through(v.gate))
 
 
 def settled_upstream(v: GateView) -> bool:
@@ -658,6 +699,7 @@ PREDICATES: dict[str, Predicate] = {
     "route_loads_native_binary": route_loads_native_binary,
     "binaries_agree": binaries_agree,
     "prebuilt_elsewhere": prebuilt_elsewhere,
+    "shape_specialized": shape_specialized,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -836,6 +878,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "same_major": _same_major,
     "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
     "scope": lambda v: v.gate.scope or "none",
+    "shape": lambda v: ", ".join(shape_pinned(v.gate)) or "none",
     "untuned": lambda v: _labels(_tuned_apart(v)[0]),
     "tuned_like": lambda v: _tuned_apart(v)[1],
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",

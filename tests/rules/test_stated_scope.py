@@ -133,3 +133,22 @@ def test_a_branch_that_only_sets_a_value_back_and_says_so_is_the_fallback():
     )
     (check,) = [g for g in audit({"pkg/choose.py": working})[0] if g.line == 15]
     assert check.guards == Guards.TAKE and all(turns_away(check, t) for t in TARGETS)
+
+
+SM120_ONLY = """\
+import torch
+
+
+def require_sm120():
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (12, 0):
+        raise NotImplementedError("The Sage kernel requires compute capability 12.0")
+"""
+
+
+def test_a_reason_that_names_only_the_admitted_minor_says_nothing_of_its_sibling():
+    # written for the part the author had: 12.1 beside it is the minor-version trap itself
+    assert [f.rule for f in run({"pkg/sage.py": SM120_ONLY})] == ["ARCH003"]
+    # a reason naming other generations still states what exists
+    other = SM120_ONLY.replace("!= (12, 0)", "not in ((9, 0), (10, 0))").replace("12.0", "9.0 or 10.0")
+    assert [f.rule for f in run({"pkg/sage.py": other})] == ["ARCH013"]

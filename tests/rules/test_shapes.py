@@ -1,0 +1,59 @@
+"""A test that pins the problem's shape beside the architecture chooses for one shape (ARCH014).
+
+``num_q_heads == 36 and head_dim == 128 and capability == (12, 0)`` is a schedule measured for
+one model on one part: 12.1 runs the general path for that shape. It is listed low, at the test
+and at the calls of the function that holds it, and never as a minor-version trap.
+"""
+
+from __future__ import annotations
+
+from auditor import pipeline
+from auditor.model import SourceFile
+
+PLANNER = """\
+import torch
+
+
+def _is_laguna_decode(q_dtype, kv_dtype, num_q_heads, num_kv_heads, head_dim):
+    return bool(
+        q_dtype == torch.bfloat16
+        and kv_dtype == torch.float8_e4m3fn
+        and int(num_q_heads) == 24
+        and int(num_kv_heads) == 4
+        and int(head_dim) == 128
+        and tuple(torch.cuda.get_device_capability()) == (12, 0)
+    )
+
+
+def plan(q_dtype, kv_dtype, num_q_heads, num_kv_heads, head_dim):
+    if _is_laguna_decode(q_dtype, kv_dtype, num_q_heads, num_kv_heads, head_dim):
+        return "flat"
+    return "generic"
+"""
+
+
+def run(text: str):
+    source = SourceFile("pkg/planner.py", text.encode(), "python", "t")
+    return pipeline.audit_input([source], "t", pipeline.Options(jobs=1))[1]
+
+
+def test_a_test_for_one_shape_on_one_part_is_listed_low_with_its_shape():
+    findings = run(PLANNER)
+    assert {f.rule for f in findings} == {"ARCH014"}
+    (f,) = findings
+    assert f.severity == "low" and "(num_q_heads, num_kv_heads, head_dim)" in f.message
+    # the call of the function holding it chooses for that shape too, and folds into it
+    assert f.line == 11 and f.also == (("pkg/planner.py", 16),)
+
+
+def test_the_same_test_without_the_shape_is_a_minor_version_trap():
+    bare = PLANNER.replace("int(num_q_heads) == 24\n        and int(num_kv_heads) == 4\n        and ", "")
+    assert {f.rule for f in run(bare)} == {"ARCH003"}
+
+
+def test_one_pinned_parameter_is_not_a_shape():
+    one = PLANNER.replace(
+        "int(num_q_heads) == 24\n        and int(num_kv_heads) == 4\n        and int(head_dim) == 128",
+        "int(head_dim) == 128",
+    )
+    assert "ARCH014" not in {f.rule for f in run(one)}
