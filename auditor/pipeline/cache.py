@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA = 6
+SCHEMA = 7
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")

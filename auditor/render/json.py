@@ -64,6 +64,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["remarks"] = list(gate.remarks)
     if gate.scope:
         doc["scope"] = gate.scope
+    if gate.measured:
+        doc["measured"] = gate.measured
     if gate.settled:
         doc["settled"] = list(gate.settled)
     if gate.built_by:

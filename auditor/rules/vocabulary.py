@@ -293,6 +293,23 @@ def shape_specialized(v: GateView) -> bool:
     return len(shape_pinned(v.gate)) >= SHAPE_PINS or any((r.file, r.name) in v.shaped for r in causes.through(v.gate))
 
 
+def measured(v: GateView) -> bool:
+    """A comment beside the gate, in its function's docstring or beside what it reads gives a
+    measurement (``those k ~ 1000 cells run 2-5 % faster``): a speed choice made on the parts it
+    was measured on; the others run the general path (:mod:`auditor.facts.remarks`)."""
+    return bool(v.excluded and v.gate.measured)
+
+
+def _choice(v: GateView) -> str:
+    """What makes the gate a speed choice, in words."""
+    shape = shape_pinned(v.gate)
+    if len(shape) >= SHAPE_PINS:
+        return "for one problem shape: " + ", ".join(shape)
+    if v.gate.measured:
+        return f'measured: "{v.gate.measured}"'
+    return "for one problem shape, as the function it calls"
+
+
 def settled_upstream(v: GateView) -> bool:
     """Every target the gate turns away is ruled out by a value chosen upstream by the arch, even
     were the gate's own capability tests to pass (``fa_version == 4 and is_family(100)`` where
@@ -700,6 +717,7 @@ PREDICATES: dict[str, Predicate] = {
     "binaries_agree": binaries_agree,
     "prebuilt_elsewhere": prebuilt_elsewhere,
     "shape_specialized": shape_specialized,
+    "measured": measured,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -878,7 +896,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "same_major": _same_major,
     "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
     "scope": lambda v: v.gate.scope or "none",
-    "shape": lambda v: ", ".join(shape_pinned(v.gate)) or "none",
+    "choice": _choice,
     "untuned": lambda v: _labels(_tuned_apart(v)[0]),
     "tuned_like": lambda v: _tuned_apart(v)[1],
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",

@@ -41,7 +41,7 @@ def test_a_test_for_one_shape_on_one_part_is_listed_low_with_its_shape():
     findings = run(PLANNER)
     assert {f.rule for f in findings} == {"ARCH014"}
     (f,) = findings
-    assert f.severity == "low" and "(num_q_heads, num_kv_heads, head_dim)" in f.message
+    assert f.severity == "low" and "(for one problem shape: num_q_heads, num_kv_heads, head_dim)" in f.message
     # the call of the function holding it chooses for that shape too, and folds into it
     assert f.line == 11 and f.also == (("pkg/planner.py", 16),)
 
@@ -57,3 +57,33 @@ def test_one_pinned_parameter_is_not_a_shape():
         "int(head_dim) == 128",
     )
     assert "ARCH014" not in {f.rule for f in run(one)}
+
+
+FLAGS = """\
+import torch
+
+_ROW_SPAN_CAPABILITIES = ((9, 0), (10, 0), (10, 3))
+
+
+def _row_span_capability():
+    return tuple(torch.cuda.get_device_capability()) in _ROW_SPAN_CAPABILITIES
+
+
+def row_span_flag(cluster):
+    \"\"\"The launch bit that picks the filter arm from the whole row: set on Hopper, B200 and
+    GB300, where those cells run 2-5 % faster; Rubin measures neutral, so nothing else.\"\"\"
+    if cluster < 8:
+        return 0
+    return 32 if _row_span_capability() else 0
+"""
+
+
+def test_a_choice_its_docstring_measured_is_a_speed_choice():
+    (f,) = [f for f in run(FLAGS) if f.line == 15]
+    assert (
+        f.rule == "ARCH014"
+        and 'measured: "GB300, where those cells run 2-5 % faster; Rubin measures neutral, so nothing else.")'
+        in f.message
+    )
+    unmeasured = FLAGS.replace(", where those cells run 2-5 % faster; Rubin measures neutral, so nothing else", "")
+    assert [f.rule for f in run(unmeasured) if f.line == 15] == ["ARCH002"]
