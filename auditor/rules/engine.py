@@ -20,7 +20,7 @@ from auditor.model import Finding, Gate, ResolvedBy, Severity, SourceFile, Targe
 from auditor.rules.decisions import decisions
 from auditor.rules.roots import fold
 from auditor.rules.rulebook import Rule
-from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives, shaped_functions
+from auditor.rules.vocabulary import FIELDS, GateView, Relatives, relatives, speed_choices
 
 UNUSED_SUPPRESSION = "ARCH000"
 """Built-in: an ``archaudit: ignore`` comment that suppressed nothing (info)."""
@@ -75,7 +75,7 @@ def match(
     gates = list(gates)
     around = relatives(gates)
     decided = decisions(gates)
-    shaped = shaped_functions(gates)
+    for_speed = speed_choices(gates)
     out = []
     for gate in gates:
         view = GateView(
@@ -85,7 +85,7 @@ def match(
             evidence(packages, gate.extensions),
             decided.get(gate.id),
             packages,
-            shaped,
+            for_speed,
         )
         fields = _Fields(view)
         fired = [rule for rule in rules if rule.applies(gate) and rule.when(view)]

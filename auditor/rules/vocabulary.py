@@ -23,7 +23,18 @@ from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import causes, names
 from auditor.facts.binaries import evidence, prebuilt_packages
-from auditor.model import Classification, Domain, Feature, Gate, GateKind, Guards, Language, ResolvedBy, Target
+from auditor.model import (
+    Classification,
+    Domain,
+    Feature,
+    Gate,
+    GateKind,
+    Guards,
+    Language,
+    Resolution,
+    ResolvedBy,
+    Target,
+)
 from auditor.python import roles
 from auditor.rules.decisions import TABLE_KINDS, Decision, own_branch
 from auditor.verdicts import allowed, availability, capabilities_of, classify, domain_capabilities, turns_away
@@ -96,8 +107,8 @@ class GateView:
     """The decision the gate is a branch of (None: a decision of its own)."""
     shipped: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Every shipped binary's loadability per target label, for the branches of the decision."""
-    shaped: frozenset[tuple[str, str]] = frozenset()
-    """(file, function) of the functions holding a test that chooses for one problem shape."""
+    for_speed: frozenset[tuple[str, str]] = frozenset()
+    """(file, function) of the functions holding a speed choice (:func:`speed_choices`)."""
 
     @cached_property
     def branches(self) -> Decision:
@@ -267,12 +278,25 @@ _PINNED = re.compile(r"\b([A-Za-z_][\w.]*)\)?\s*(?:==|\bin\b)\s*[(\[]?\s*\d+\b")
 """A name compared with a number (``int(num_q_heads) == 36``, ``plan.page_size in (64, 128)``)."""
 
 
-def shaped_functions(gates: Iterable[Gate]) -> frozenset[tuple[str, str]]:
-    """(file, function) of every function holding a test that chooses for one problem shape: a
-    call of it chooses for that shape too."""
-    return frozenset(
-        (g.file, g.context.rpartition(".")[2]) for g in gates if g.context and len(shape_pinned(g)) >= SHAPE_PINS
-    )
+def speed_choices(gates: Iterable[Gate]) -> frozenset[tuple[str, str]]:
+    """(file, function) of every function holding a test that is a speed choice (a shape pinned,
+    a measurement given), or a call of such a function: a call of it makes the same choice."""
+    gates = [g for g in gates if g.context]
+    chosen = {_home(g) for g in gates if g.measured or len(shape_pinned(g)) >= SHAPE_PINS}
+    grown = True
+    while grown:
+        more = {_home(g) for g in gates if _home(g) not in chosen and any(_at(r) in chosen for r in causes.through(g))}
+        chosen |= more
+        grown = bool(more)
+    return frozenset(chosen)
+
+
+def _home(gate: Gate) -> tuple[str, str]:
+    return gate.file, gate.context.rpartition(".")[2]
+
+
+def _at(r: Resolution) -> tuple[str, str]:
+    return r.file, r.name
 
 
 def shape_pinned(gate: Gate) -> tuple[str, ...]:
@@ -286,11 +310,8 @@ def shape_specialized(v: GateView) -> bool:
     """The condition pins problem-shape parameters to numbers beside its architecture test
     (``num_q_heads == 36 and head_dim_qk == 128 and capability == (12, 0)``): a schedule or
     kernel choice for one shape, measured on the parts it names; every other part runs the
-    general path of the same code for that shape. So does a call of a function holding such a
-    test (``if _is_laguna_decode_graph(...)``)."""
-    if not v.excluded:
-        return False
-    return len(shape_pinned(v.gate)) >= SHAPE_PINS or any((r.file, r.name) in v.shaped for r in causes.through(v.gate))
+    general path of the same code for that shape."""
+    return bool(v.excluded) and len(shape_pinned(v.gate)) >= SHAPE_PINS
 
 
 def measured(v: GateView) -> bool:
@@ -300,6 +321,16 @@ def measured(v: GateView) -> bool:
     return bool(v.excluded and v.gate.measured)
 
 
+def calls_a_speed_choice(v: GateView) -> bool:
+    """The condition calls a function that holds a speed choice (``if _is_laguna_decode(...)``,
+    ``fused_block = _fuse_block_tail(...)``): it makes that choice too."""
+    return bool(v.excluded) and _called_choice(v) is not None
+
+
+def _called_choice(v: GateView) -> str | None:
+    return next((r.name for r in causes.through(v.gate) if _at(r) in v.for_speed), None)
+
+
 def _choice(v: GateView) -> str:
     """What makes the gate a speed choice, in words."""
     shape = shape_pinned(v.gate)
@@ -307,7 +338,7 @@ def _choice(v: GateView) -> str:
         return "for one problem shape: " + ", ".join(shape)
     if v.gate.measured:
         return f'measured: "{v.gate.measured}"'
-    return "for one problem shape, as the function it calls"
+    return f"as `{_called_choice(v)}`, which it calls"
 
 
 def settled_upstream(v: GateView) -> bool:
@@ -718,6 +749,7 @@ PREDICATES: dict[str, Predicate] = {
     "prebuilt_elsewhere": prebuilt_elsewhere,
     "shape_specialized": shape_specialized,
     "measured": measured,
+    "calls_a_speed_choice": calls_a_speed_choice,
 }
 """Predicates written as a bare name in ``when``."""
 
