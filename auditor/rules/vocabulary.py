@@ -300,7 +300,8 @@ def _at(r: Resolution) -> tuple[str, str]:
 
 
 def shape_pinned(gate: Gate) -> tuple[str, ...]:
-    """The problem-shape parameters the whole condition around the gate pins to numbers, by name."""
+    """The problem-shape parameters the condition around the gate pins to numbers, by name, as
+    far as its recorded text shows (the enclosing condition, the unknowns beside the test)."""
     text = " ".join((gate.expression, *gate.chain[-1:], *gate.unknowns))
     found = (m.group(1).rpartition(".")[2] for m in _PINNED.finditer(text))
     return tuple(dict.fromkeys(name for name in found if roles.shape_name(name)))
