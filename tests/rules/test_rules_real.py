@@ -69,3 +69,20 @@ def test_sglang_allreduce_fusion_allow_list_is_listed_with_its_reason():
         f.also
     )
     assert not [f for f in result.findings if f.file == "sglang/srt/layers/communicator.py"]
+
+
+def test_flashinfer_072_speed_choices_and_a_minor_trap():
+    """flashinfer 0.7.2.post1: schedules for one model shape on 12.0 and launch flags chosen by
+    measurement are speed choices (low), while a check that names only 12.0 in front of a kernel
+    compiled at run time for the device stays a minor-version trap (high)."""
+    result = audit([str(wheel("flashinfer-python==0.7.2.post1"))], Options(jobs=2))
+    by_site = {(f.file, f.line): f for f in result.findings}
+    planner = by_site[("flashinfer/experimental/b12x/attention/paged/planner.py", 272)]
+    assert (planner.rule, planner.severity) == (
+        "ARCH014",
+        "low",
+    ) and "for one problem shape: num_q_heads" in planner.message
+    flag = by_site[("flashinfer/cake_sampling.py", 1042)]
+    assert (flag.rule, flag.severity) == ("ARCH014", "low") and 'measured: "' in flag.message
+    trap = by_site[("flashinfer/attention/cute_dsl/sm120_fmha.py", 82)]
+    assert (trap.rule, trap.severity) == ("ARCH003", "high")
