@@ -260,6 +260,10 @@ class Gate:
     """Top-level modules of packages with prebuilt kernels that the guarded code calls and the
     scan does not hold (``sgl_kernel``): their build, not this gate, decides whether a
     turned-away target could run that code."""
+    builds: tuple[str, ...] = ()
+    """Arch- and family-specific build targets (``sm_120a``) the gate's file names, or the code it
+    guards compiles for through what it calls (a JIT spec with ``sm120a_nvcc_flags``): where the
+    package pins the build of the code behind the gate (:func:`auditor.facts.binaries.with_extensions`)."""
     reach: Reach = Reach.REACHED
     """Unreached code (a vendored header nothing includes) is listed, not judged by the rules."""
     built_by: tuple[str, ...] = ()

@@ -419,6 +419,13 @@ def _payload_target(kind: str, code: bytes) -> tuple[int, str] | None:
 
 _TORCH_OPS = re.compile(r"\btorch\.ops\.([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?")
 _NAME_LIKE = re.compile(r"[A-Za-z_][\w.-]{0,63}")
+_BUILD_TARGET = re.compile(r"\b(?:sm|compute)_?(\d{2,3})([af])(?:_nvcc_flags)?\b")
+"""An arch- or family-specific build target a loader or a flag list names (``"sm_120a"``,
+``-gencode=arch=compute_120a,code=sm_120a``, ``sm120a_nvcc_flags``)."""
+
+
+def _build_targets(text: str) -> set[str]:
+    return {f"sm_{m.group(1)}{m.group(2)}" for m in _BUILD_TARGET.finditer(text)}
 
 
 def module_of(path: str) -> str:
@@ -492,9 +499,12 @@ def with_extensions(
             if kind == "ns" and not registers.get(x) and reach.elsewhere(ns := x.partition(".")[0])
         }
         if paths:
-            out[i] = replace(gates[i], extensions=tuple(paths))
+            out[i] = replace(out[i], extensions=tuple(paths))
         elif far:
-            out[i] = replace(gates[i], prebuilt_elsewhere=tuple(sorted(far)))
+            out[i] = replace(out[i], prebuilt_elsewhere=tuple(sorted(far)))
+        builds = reach.builds(gates[i])
+        if builds:
+            out[i] = replace(out[i], builds=tuple(sorted(builds)))
     return out
 
 
@@ -633,6 +643,38 @@ class _Reach:
         for name in self._called(src, first, last):
             found.update(self._refs(src, *src.functions[name]))
         return frozenset(found)
+
+    def builds(self, gate: Gate) -> frozenset[str]:
+        """The arch- and family-specific build targets (``sm_120a``) that the gate's file names
+        in its strings, and that its guarded code names or reaches through the functions it
+        calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``): what the code behind it is
+        compiled for, where the package pins that."""
+        src = self.source(gate.file)
+        if src is None:
+            return frozenset()
+        found = {t for _, text in src.strings for t in _build_targets(text)}
+        first, last = self._region(src, gate)
+        if first and not first <= gate.line <= last:
+            for a, b in [(first, last), *(src.functions[n] for n in self._called(src, first, last))]:
+                found |= _build_targets("\n".join(src.lines[a - 1 : b]))
+                for _, target in _between(src.uses, a, b):
+                    found |= self._built_by(target)
+        return frozenset(found)
+
+    def _built_by(self, dotted: str) -> set[str]:
+        """The build targets a function of a Python module of the input names, itself or in the
+        functions of its file it calls (``load_x()`` -> ``gen_x_module()`` -> flags)."""
+        parts = dotted.split(".")
+        for n in range(len(parts) - 1, 0, -1):
+            name = ".".join(parts[:n])
+            if name in self.modules:
+                src = self.source(self.modules[name])
+                if src is None or parts[n] not in src.functions:
+                    return set()
+                span = src.functions[parts[n]]
+                spans = [span, *(src.functions[c] for c in self._called(src, *span))]
+                return {t for a, b in spans for t in _build_targets("\n".join(src.lines[a - 1 : b]))}
+        return set()
 
     def elsewhere(self, package: str) -> bool:
         """Whether a top-level module is a package with prebuilt kernels that the input lacks."""

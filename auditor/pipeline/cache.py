@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA = 7
+SCHEMA = 8
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")
@@ -343,6 +343,7 @@ _STRING_TUPLES = (
     "remarks",
     "built_by",
     "prebuilt_elsewhere",
+    "builds",
 )
 """Shared through a table: 40,000 gates hold a few hundred distinct admitted sets and chains."""
 _INTS = ("line", "end_line")

@@ -58,6 +58,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["extensions"] = list(gate.extensions)
     if gate.prebuilt_elsewhere:
         doc["prebuilt_elsewhere"] = list(gate.prebuilt_elsewhere)
+    if gate.builds:
+        doc["builds"] = list(gate.builds)
     if gate.reach:
         doc["reach"] = gate.reach
     if gate.remarks:

@@ -665,6 +665,20 @@ def binaries_agree(v: GateView) -> bool:
     return bool(v.excluded and v.gate.extensions) and all(v.binaries.get(t.label) == "none" for t in v.excluded)
 
 
+def built_for_admitted_only(v: GateView) -> bool:
+    """The code behind the gate is built for arch-specific targets of the parts it admits and
+    nothing else, one of them a sibling of each excluded part (``SM120_CODE_TARGET = "sm_120a"``,
+    a JIT spec with ``sm120a_nvcc_flags``, where 12.1 is turned away): the excluded part cannot
+    run that build, so the test agrees with it; a build for the part comes first (``Gate.builds``)."""
+    admitted = set(v.capabilities)
+    built = {arch.capability_of(t) for t in v.gate.builds}
+    return (
+        bool(v.excluded and v.gate.builds)
+        and all(t.endswith("a") and arch.capability_of(t) in admitted for t in v.gate.builds)
+        and all(any(_cap(c).major == _cap(t.capability).major for c in built) for t in v.excluded)
+    )
+
+
 def prebuilt_elsewhere(v: GateView) -> bool:
     """The guarded code runs kernels prebuilt in a package the scan does not hold
     (``sgl_kernel``), and no binary of the input: that package's build, which this scan cannot
@@ -751,6 +765,7 @@ PREDICATES: dict[str, Predicate] = {
     "shape_specialized": shape_specialized,
     "measured": measured,
     "calls_a_speed_choice": calls_a_speed_choice,
+    "built_for_admitted_only": built_for_admitted_only,
 }
 """Predicates written as a bare name in ``when``."""
 
@@ -930,6 +945,7 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
     "scope": lambda v: v.gate.scope or "none",
     "choice": _choice,
+    "builds": lambda v: ", ".join(v.gate.builds) or "none",
     "untuned": lambda v: _labels(_tuned_apart(v)[0]),
     "tuned_like": lambda v: _tuned_apart(v)[1],
     "name_implies": lambda v: ", ".join(sorted(_promised(v.gate), key=Capability.parse)) or "none",

@@ -1,0 +1,70 @@
+"""A test that keeps 12.1 from code the package builds for sm_120a only agrees with the build.
+
+GB10 (12.1) cannot load an ``sm_120a`` image. Where the package pins the build of the code
+behind a 12.0-only test to that target (a compile target in the file, a JIT spec with
+``sm120a_nvcc_flags`` behind the loader it calls), the test is right as the package stands:
+listed (ARCH015, info) as a build to add, not as a minor-version trap to widen.
+"""
+
+from __future__ import annotations
+
+from auditor import pipeline
+from auditor.model import SourceFile
+
+CORE = """\
+sm120a_nvcc_flags = ["-gencode=arch=compute_120a,code=sm_120a"]
+sm120f_nvcc_flags = ["-gencode=arch=compute_120f,code=sm_120f"]
+
+
+def gen_jit_spec(name, sources, extra_cuda_cflags=()):
+    return (name, sources, extra_cuda_cflags)
+"""
+
+LOADER = """\
+from pkg.jit.core import gen_jit_spec, sm120a_nvcc_flags
+
+
+def gen_sage_module():
+    return gen_jit_spec("sage", ["sage.cu"], extra_cuda_cflags=sm120a_nvcc_flags)
+
+
+def load_sage_module():
+    return gen_sage_module().build_and_load()
+"""
+
+SAGE = """\
+import torch
+
+from pkg.jit.sage import load_sage_module
+
+
+def sage_attention(q):
+    if tuple(torch.cuda.get_device_capability()) != (12, 0):
+        raise NotImplementedError("the Sage kernel is for this GPU")
+    return load_sage_module().run(q)
+"""
+
+
+def run(files: dict[str, str]):
+    sources = [SourceFile(path, text.encode(), "python", "t") for path, text in files.items()]
+    return pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))[1]
+
+
+def test_a_loader_whose_spec_pins_sm120a_makes_the_test_agree_with_the_build():
+    findings = run({"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/sage.py": SAGE})
+    (f,) = [f for f in findings if f.file == "pkg/sage.py"]
+    assert (f.rule, f.severity) == ("ARCH015", "info") and "builds for sm_120a only" in f.message
+
+
+def test_a_family_build_leaves_the_minor_version_trap():
+    family = LOADER.replace("sm120a_nvcc_flags", "sm120f_nvcc_flags")
+    findings = run({"pkg/jit/core.py": CORE, "pkg/jit/sage.py": family, "pkg/sage.py": SAGE})
+    assert [f.rule for f in findings if f.file == "pkg/sage.py"] == ["ARCH003"]
+
+
+def test_a_compile_target_named_in_the_file_pins_it_too():
+    pinned = SAGE.replace("from pkg.jit.sage import load_sage_module\n", 'CODE_TARGET = "sm_120a"\n').replace(
+        "load_sage_module().run(q)", "compile_for(q, CODE_TARGET)"
+    )
+    assert [f.rule for f in run({"pkg/sage.py": pinned})] == ["ARCH015"]
+    assert [f.rule for f in run({"pkg/sage.py": pinned.replace("sm_120a", "sm_120f")})] == ["ARCH003"]
