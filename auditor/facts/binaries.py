@@ -424,6 +424,15 @@ _BUILD_TARGET = re.compile(r"\b(?:sm|compute)_?(\d{2,3})([af])(?:_nvcc_flags)?\b
 ``-gencode=arch=compute_120a,code=sm_120a``, ``sm120a_nvcc_flags``)."""
 
 
+_ANSWER = re.compile(r"\s*return\s+False\s*$")
+"""A check that answers ``False`` is a predicate's: what it guards is what its callers run when
+it answers ``True``, not the rest of its own body."""
+_RETURNED = re.compile(r"\s*return\s")
+"""A test a function returns is its answer: its callers guard code with it."""
+_IMPORT = re.compile(r"\s*(?:from|import)\s")
+"""A line that imports binds a name and runs none of the module's kernels."""
+
+
 def _build_targets(text: str) -> set[str]:
     return {f"sm_{m.group(1)}{m.group(2)}" for m in _BUILD_TARGET.finditer(text)}
 
@@ -487,6 +496,11 @@ def with_extensions(
     shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
     ops = {op for refs in found.values() for kind, op in refs if kind == "ns"}
     registers = _registrants(ops, gpu, shipped, opener) if gpu else {}
+    tests: dict[str, dict[int, tuple[int, int]]] = {}
+    for i in wanted:
+        g = gates[i]
+        body = g.body_lines if g.guards != Guards.REJECT else (0, 0)
+        tests.setdefault(g.file, {}).update((n, body) for n in range(g.line, max(g.end_line, g.line) + 1))
     out = list(gates)
     for i, refs in found.items():
         paths = sorted(
@@ -502,7 +516,7 @@ def with_extensions(
             out[i] = replace(out[i], extensions=tuple(paths))
         elif far:
             out[i] = replace(out[i], prebuilt_elsewhere=tuple(sorted(far)))
-        builds = reach.builds(gates[i])
+        builds = reach.builds(gates[i], tests) if _splits_a_major(gates[i]) else ()
         if builds:
             out[i] = replace(out[i], builds=tuple(sorted(builds)))
     return out
@@ -604,6 +618,13 @@ class _Source:
     first: what a rejection in that ``if`` lets through."""
 
 
+Tests = Mapping[str, Mapping[int, tuple[int, int]]]
+"""Per Python file, each line of its gates' conditions -> the lines that gate guards ((0, 0) for a
+rejection, whose guarded code is what follows it)."""
+
+MAX_CALLERS = 8
+"""A function called from more places than this is a shared utility, not one kernel's check."""
+
 CALL_DEPTH = 3
 """How deep calls within one file are followed from guarded code: a loader that calls a loader
 (``_load_kernels()`` -> ``_load_from_sgl()`` -> ``from sgl_kernel.flash_attn import …``)."""
@@ -628,6 +649,8 @@ class _Reach:
         """Top-level packages the input holds."""
         self._sources: dict[str, _Source | None] = {}
         self._direct_memo: dict[tuple[str, int, int], frozenset[Ref]] = {}
+        self._callers_memo: dict[str, list[tuple[_Source, int]]] = {}
+        self._importers: dict[str, set[str]] | None = None
 
     def gate(self, gate: Gate) -> frozenset[Ref]:
         src = self.source(gate.file)
@@ -644,22 +667,93 @@ class _Reach:
             found.update(self._refs(src, *src.functions[name]))
         return frozenset(found)
 
-    def builds(self, gate: Gate) -> frozenset[str]:
-        """The arch- and family-specific build targets (``sm_120a``) that the gate's file names
-        in its strings, and that its guarded code names or reaches through the functions it
-        calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``): what the code behind it is
-        compiled for, where the package pins that."""
+    def builds(self, gate: Gate, tests: Tests) -> frozenset[str]:
+        """The arch- and family-specific build targets (``sm_120a``) of the code behind the gate,
+        where the package pins them: what its guarded code names or reaches through the functions
+        it calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``); for a check in a helper
+        with nothing after it, or a predicate's answer (``return False``, ``return other()``), what
+        its callers run after calling it or when it passes (every caller, a few levels up); else what the gate's file names in its strings (``SM120_CODE_TARGET = "sm_120a"``).
+
+        ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
+        behind the gate: a predicate that lists every target it knows builds nothing. A caller
+        that calls the helper in a test guards that test's body with it."""
         src = self.source(gate.file)
         if src is None:
             return frozenset()
-        found = {t for _, text in src.strings for t in _build_targets(text)}
+        found: set[str] = set()
         first, last = self._region(src, gate)
-        if first and not first <= gate.line <= last:
-            for a, b in [(first, last), *(src.functions[n] for n in self._called(src, first, last))]:
-                found |= _build_targets("\n".join(src.lines[a - 1 : b]))
-                for _, target in _between(src.uses, a, b):
-                    found |= self._built_by(target)
-        return frozenset(found)
+        answers = gate.guards == Guards.REJECT and _ANSWER.match(
+            src.lines[gate.end_line] if gate.end_line < len(src.lines) else ""
+        )
+        if first and not first <= gate.line <= last and not answers:
+            found = self._built_in(src, first, last, tests)
+        if not found and (gate.guards == Guards.REJECT or _RETURNED.match(src.lines[gate.line - 1])):
+            found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH)
+        return frozenset(found or {t for _, text in src.strings for t in _build_targets(text)})
+
+    def _built_in(self, src: _Source, first: int, last: int, tests: Tests) -> set[str]:
+        """The build targets lines ``first..last`` of a file name, and the functions they call
+        (of the file, or of a Python module of the input) name; conditions are skipped."""
+        skip = tests.get(self.modules.get(src.module, ""), {})
+        lines = [n for n in range(first, last + 1) if n not in skip]
+        found = _build_targets("\n".join(src.lines[n - 1] for n in lines))
+        called = {name for n in lines for _, name in _between(src.calls, n, n)}
+        called |= {deeper for name in list(called) for deeper in self._called(src, *src.functions[name])}
+        uses = [u for n in lines if not _IMPORT.match(src.lines[n - 1]) for u in _between(src.uses, n, n)]
+        for name in called:
+            a, b = src.functions[name]
+            found |= _build_targets("\n".join(src.lines[a - 1 : b]))
+            uses += _between(src.uses, a, b)
+        for _, target in uses:
+            found |= self._built_by(target)
+        return found
+
+    def _built_after_calls(self, src: _Source, line: int, tests: Tests, depth: int) -> set[str]:
+        """What the callers of the function holding ``line`` build after calling it: a check
+        helper (``require_sm120(device)``) guards what its callers then run. Every caller must
+        reach a build, else nothing is known."""
+        held = _enclosing(src, line)
+        if held is None or depth == 0:
+            return set()
+        callers = self._callers(src, held)
+        found: set[str] = set()
+        for caller, at in callers:
+            first, last = tests.get(self.modules[caller.module], {}).get(at, (0, 0))
+            if not first:  # not the test of an if: what runs after the call
+                first, last = at + 1, _enclosing_spans(caller, at)[0][1]
+            got = self._built_in(caller, first, last, tests) if first <= last else set()
+            got = got or self._built_after_calls(caller, at, tests, depth - 1)
+            if not got:
+                return set()
+            found |= got
+        return found
+
+    def _callers(self, src: _Source, name: str) -> list[tuple[_Source, int]]:
+        """(file, line) of each call of a function in the input, inside a function (an import is
+        no call): by the name bound to it in another module, or by its bare name in its own
+        file; at most a handful."""
+        dotted = f"{src.module}.{name}"
+        if dotted in self._callers_memo:
+            return self._callers_memo[dotted]
+        found = self._callers_memo[dotted] = self._find_callers(src, name, dotted)
+        return found
+
+    def _find_callers(self, src: _Source, name: str, dotted: str) -> list[tuple[_Source, int]]:
+        found = [
+            (src, at)
+            for at, called in src.calls
+            if called == name and _enclosing_spans(src, at) and not _inside(src, name, at)
+        ]
+        if self._importers is None:
+            self._importers = _importers(self.python)
+        named = self._importers.get(name, set()) | self._importers.get(src.module.rpartition(".")[2], set())
+        for path in sorted(named - {self.modules.get(src.module, "")}):
+            other = self.source(path)
+            if other is not None:
+                found += [(other, at) for at, target in other.uses if target == dotted and _enclosing_spans(other, at)]
+            if len(found) > MAX_CALLERS:
+                return []
+        return found
 
     def _built_by(self, dotted: str) -> set[str]:
         """The build targets a function of a Python module of the input names, itself or in the
@@ -774,6 +868,47 @@ def _between(rows: tuple[tuple[int, str], ...], first: int, last: int) -> tuple[
     lo = bisect.bisect_left(rows, (first, ""))
     hi = bisect.bisect_right(rows, (last, "\uffff"))
     return rows[lo:hi]
+
+
+_IMPORTS = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+)?import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+
+
+def _importers(python: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Name -> the Python files whose import statements name it (an imported function, or the
+    last part of a module imported or imported from): where a call of a function can be."""
+    found: dict[str, set[str]] = {}
+    for path, file in python.items():
+        for m in _IMPORTS.finditer(file.data):
+            names = re.findall(rb"\w+", m.group(2)) + ([m.group(1).rpartition(b".")[2]] if m.group(1) else [])
+            for n in names:
+                found.setdefault(n.decode("ascii", "replace"), set()).add(path)
+    return found
+
+
+def _splits_a_major(gate: Gate) -> bool:
+    """Whether the gate lets some parts of a major through and not others (``!= (12, 0)``): the
+    only tests a part-specific build can agree with, so the only ones whose build is sought."""
+    admitted = set(gate.admits)
+    majors: dict[str, list[bool]] = {}
+    for c in arch.capabilities():
+        majors.setdefault(c.partition(".")[0], []).append(c in admitted)
+    return any(any(ins) and not all(ins) for ins in majors.values())
+
+
+def _enclosing_spans(src: _Source, line: int) -> list[tuple[int, int]]:
+    """The spans of the file's functions that hold ``line``, innermost first."""
+    return sorted((span for span in src.functions.values() if span[0] <= line <= span[1]), key=lambda s: -s[0])
+
+
+def _enclosing(src: _Source, line: int) -> str | None:
+    """The name of the innermost function of the file that holds ``line``."""
+    spans = _enclosing_spans(src, line)
+    return next((name for name, span in src.functions.items() if spans and span == spans[0]), None)
+
+
+def _inside(src: _Source, name: str, line: int) -> bool:
+    first, last = src.functions[name]
+    return first <= line <= last
 
 
 def _read(module: str, data: bytes) -> _Source | None:

@@ -68,3 +68,103 @@ def test_a_compile_target_named_in_the_file_pins_it_too():
     )
     assert [f.rule for f in run({"pkg/sage.py": pinned})] == ["ARCH015"]
     assert [f.rule for f in run({"pkg/sage.py": pinned.replace("sm_120a", "sm_120f")})] == ["ARCH003"]
+
+
+CHECK = """\
+import torch
+
+
+def require_sm120(device):
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (12, 0):
+        raise NotImplementedError("the quantised projection is for this GPU")
+"""
+
+OP = """\
+from pkg.check import require_sm120
+from pkg.jit.sage import gen_sage_module
+
+
+def _validate(x):
+    require_sm120(x.device)
+    return x.shape[0]
+
+
+def projection(x):
+    rows = _validate(x)
+    return gen_sage_module().build_and_load().run(x, rows)
+"""
+
+PLAIN_OP = """\
+from pkg.check import require_sm120
+
+
+def projection_ref(x):
+    require_sm120(x.device)
+    return x @ x
+"""
+
+
+def test_a_check_helper_takes_the_build_of_what_its_callers_run_next():
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
+    (f,) = [f for f in run(files) if f.file == "pkg/check.py"]
+    assert (f.rule, f.severity) == ("ARCH015", "info") and "builds for sm_120a only" in f.message
+
+
+def test_one_caller_without_a_pinned_build_leaves_the_trap():
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
+    files["pkg/ref.py"] = PLAIN_OP
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
+
+
+AVAILABILITY = """\
+import torch
+
+
+def arch_supported(major, minor):
+    known = {"sm_100a": (10, 0), "sm_103a": (10, 3), "sm_120a": (12, 0), "sm_120f": (12, 0)}
+    capability = tuple(torch.cuda.get_device_capability())
+    return capability == (major, minor) and capability in known.values()
+"""
+
+GUARDED = """\
+import torch
+
+from pkg.availability import arch_supported
+
+CODE_TARGET = "sm_120a"
+
+
+def run_kernel(x):
+    if tuple(torch.cuda.get_device_capability()) != (12, 0):
+        raise NotImplementedError("this kernel is for this GPU")
+    if not arch_supported(12, 0):
+        raise RuntimeError("the DSL cannot target this GPU")
+    return compile_for(x, CODE_TARGET)
+"""
+
+
+def test_a_predicate_tested_after_the_check_is_not_what_the_code_builds():
+    files = {"pkg/availability.py": AVAILABILITY, "pkg/kernel.py": GUARDED}
+    assert [f.rule for f in run(files) if f.file == "pkg/kernel.py" and f.line == 9] == ["ARCH015"]
+
+
+PREDICATE = """\
+import torch
+
+from pkg.availability import arch_supported
+
+CODE_TARGET = "sm_120a"
+
+
+def native_target_available():
+    if tuple(torch.cuda.get_device_capability()) != (12, 0):
+        return False
+    return arch_supported(12, 0)
+"""
+
+
+def test_a_predicate_answering_false_guards_what_its_callers_run_not_what_it_asks():
+    files = {"pkg/availability.py": AVAILABILITY, "pkg/native.py": PREDICATE}
+    by_line = {f.line: f.rule for f in run(files) if f.file == "pkg/native.py"}
+    assert by_line[9] == "ARCH015" and set(by_line.values()) == {"ARCH015"}

@@ -73,8 +73,9 @@ def test_sglang_allreduce_fusion_allow_list_is_listed_with_its_reason():
 
 def test_flashinfer_072_speed_choices_and_a_minor_trap():
     """flashinfer 0.7.2.post1: schedules for one model shape on 12.0 and launch flags chosen by
-    measurement are speed choices (low), while a check that names only 12.0 in front of a kernel
-    compiled at run time for the device stays a minor-version trap (high)."""
+    measurement are speed choices (low), a check that names only 12.0 in front of a kernel
+    compiled at run time for the device stays a minor-version trap (high), and one in front of
+    kernels built for sm_120a agrees with the build (info)."""
     result = audit([str(wheel("flashinfer-python==0.7.2.post1"))], Options(jobs=2))
     by_site = {(f.file, f.line): f for f in result.findings}
     planner = by_site[("flashinfer/experimental/b12x/attention/paged/planner.py", 272)]
@@ -86,3 +87,6 @@ def test_flashinfer_072_speed_choices_and_a_minor_trap():
     assert (flag.rule, flag.severity) == ("ARCH014", "low") and 'measured: "' in flag.message
     trap = by_site[("flashinfer/attention/cute_dsl/sm120_fmha.py", 82)]
     assert (trap.rule, trap.severity) == ("ARCH003", "high")
+    # A check helper whose callers run a JIT module built with sm120a_nvcc_flags, two calls up.
+    pinned = by_site[("flashinfer/diffusion_ops/cake_minimax_h3_sm120_quant_gate.py", 24)]
+    assert (pinned.rule, pinned.severity) == ("ARCH015", "info") and "sm_120a only" in pinned.message
