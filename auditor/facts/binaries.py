@@ -433,7 +433,7 @@ _IMPORT = re.compile(r"\s*(?:from|import)\s")
 """A line that imports binds a name and runs none of the module's kernels."""
 
 
-def _build_targets(text: str) -> set[str]:
+def build_targets(text: str) -> set[str]:
     return {f"sm_{m.group(1)}{m.group(2)}" for m in _BUILD_TARGET.finditer(text)}
 
 
@@ -689,20 +689,20 @@ class _Reach:
             found = self._built_in(src, first, last, tests)
         if not found and (gate.guards == Guards.REJECT or _RETURNED.match(src.lines[gate.line - 1])):
             found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH)
-        return frozenset(found or {t for _, text in src.strings for t in _build_targets(text)})
+        return frozenset(found or {t for _, text in src.strings for t in build_targets(text)})
 
     def _built_in(self, src: _Source, first: int, last: int, tests: Tests) -> set[str]:
         """The build targets lines ``first..last`` of a file name, and the functions they call
         (of the file, or of a Python module of the input) name; conditions are skipped."""
         skip = tests.get(self.modules.get(src.module, ""), {})
         lines = [n for n in range(first, last + 1) if n not in skip]
-        found = _build_targets("\n".join(src.lines[n - 1] for n in lines))
+        found = build_targets("\n".join(src.lines[n - 1] for n in lines))
         called = {name for n in lines for _, name in _between(src.calls, n, n)}
         called |= {deeper for name in list(called) for deeper in self._called(src, *src.functions[name])}
         uses = [u for n in lines if not _IMPORT.match(src.lines[n - 1]) for u in _between(src.uses, n, n)]
         for name in called:
             a, b = src.functions[name]
-            found |= _build_targets("\n".join(src.lines[a - 1 : b]))
+            found |= build_targets("\n".join(src.lines[a - 1 : b]))
             uses += _between(src.uses, a, b)
         for _, target in uses:
             found |= self._built_by(target)
@@ -767,7 +767,7 @@ class _Reach:
                     return set()
                 span = src.functions[parts[n]]
                 spans = [span, *(src.functions[c] for c in self._called(src, *span))]
-                return {t for a, b in spans for t in _build_targets("\n".join(src.lines[a - 1 : b]))}
+                return {t for a, b in spans for t in build_targets("\n".join(src.lines[a - 1 : b]))}
         return set()
 
     def elsewhere(self, package: str) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from auditor import arch
 from auditor.facts import names
+from auditor.facts.binaries import build_targets
 from auditor.model import Gate, GateKind, Target
 from auditor.python.symbols import parser
 from auditor.verdicts import capabilities_of
@@ -41,6 +42,9 @@ class Restrictions:
     """Source names built by flags of several generations that leave every requested target out,
     with where those flags are (``flashinfer/jit/comm.py:60``): judged, and what a target meets
     once those flags are widened."""
+    pinned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Source names whose every naming Python module names arch- or family-specific build
+    targets (``sm120a_nvcc_flags``), with those targets: what its host checks agree with."""
 
 
 def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Sequence[Target]) -> Restrictions:
@@ -54,6 +58,8 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
     one: set[str] = set()
     several: dict[str, set[str]] = {}
     anywhere: set[str] = set()
+    pins: dict[str, set[str]] = {}
+    unpinned: set[str] = set()
     for path, data in python.items():
         found = [
             (data.count(b"\n", 0, m.start()) + 1, m.group(1).decode("utf-8", "replace")) for m in _SOURCE.finditer(data)
@@ -61,6 +67,12 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
         if not found:
             continue
         spans = _unserving(data, flags.get(path, []), targets)
+        pinned = build_targets(data.decode("utf-8", "replace"))
+        for _, name in found:
+            if pinned:
+                pins.setdefault(name, set()).update(pinned)
+            else:
+                unpinned.add(name)
         for line, name in found:
             span = next(((caps, sites) for (a, b), caps, sites in spans if a <= line <= b), None)
             if span is None:
@@ -72,6 +84,7 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
     return Restrictions(
         frozenset(one - anywhere - set(several)),
         {n: tuple(sorted(sites)) for n, sites in several.items() if n not in anywhere},
+        {n: tuple(sorted(t)) for n, t in pins.items() if n not in unpinned},
     )
 
 

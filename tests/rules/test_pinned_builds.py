@@ -168,3 +168,35 @@ def test_a_predicate_answering_false_guards_what_its_callers_run_not_what_it_ask
     files = {"pkg/availability.py": AVAILABILITY, "pkg/native.py": PREDICATE}
     by_line = {f.line: f.rule for f in run(files) if f.file == "pkg/native.py"}
     assert by_line[9] == "ARCH015" and set(by_line.values()) == {"ARCH015"}
+
+
+ATTN_SPEC = """\
+from pkg.jit.core import gen_jit_spec, sm120a_nvcc_flags
+
+_SOURCES = ("attn/attn_binding.cu",)
+
+
+def gen_attn_module():
+    return gen_jit_spec("attn", [f"csrc/{s}" for s in _SOURCES], extra_cuda_cflags=sm120a_nvcc_flags)
+"""
+
+BINDING = """\
+#include <cuda_runtime.h>
+
+void attn_fwd(int device) {
+  cudaDeviceProp props;
+  cudaGetDeviceProperties(&props, device);
+  TVM_FFI_ICHECK(props.major == 12 && props.minor == 0) << "the attention kernel requires this GPU";
+}
+"""
+
+
+def test_a_host_check_in_a_source_its_jit_spec_pins_to_sm120a_agrees_with_the_build():
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/attn.py": ATTN_SPEC, "pkg/data/csrc/attn/attn_binding.cu": BINDING}
+    sources = [SourceFile(p, t.encode(), "cuda" if p.endswith(".cu") else "python", "t") for p, t in files.items()]
+    findings = pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))[1]
+    assert [f.rule for f in findings if f.file.endswith(".cu")] == ["ARCH015"]
+    family = files | {"pkg/jit/attn.py": ATTN_SPEC.replace("sm120a_nvcc_flags", "sm120f_nvcc_flags")}
+    sources = [SourceFile(p, t.encode(), "cuda" if p.endswith(".cu") else "python", "t") for p, t in family.items()]
+    findings = pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))[1]
+    assert [f.rule for f in findings if f.file.endswith(".cu")] == ["ARCH003"]

@@ -87,3 +87,26 @@ def test_a_choice_its_docstring_measured_is_a_speed_choice():
     )
     unmeasured = FLAGS.replace(", where those cells run 2-5 % faster; Rubin measures neutral, so nothing else", "")
     assert [f.rule for f in run(unmeasured) if f.line == 15] == ["ARCH002"]
+
+
+FUSED = """\
+import torch
+
+
+def _fused_supported():
+    return torch.cuda.get_device_capability()[0] in (9, 10)
+
+
+def denoise(x, fused_kernel, split_kernels):
+    # The fused path is faster on Blackwell and on single-GPU Hopper.
+    use_fused = _fused_supported()
+    if use_fused:
+        return fused_kernel(x)
+    return split_kernels(x)
+"""
+
+
+def test_a_comment_that_one_path_is_faster_on_a_part_makes_the_flag_a_speed_choice():
+    assert {f.rule for f in run(FUSED)} == {"ARCH014"}
+    plain = FUSED.replace("    # The fused path is faster on Blackwell and on single-GPU Hopper.\n", "")
+    assert "ARCH014" not in {f.rule for f in run(plain)} and {f.rule for f in run(plain)}
