@@ -219,3 +219,16 @@ def test_prebuilt_kernels_of_a_package_the_input_lacks_are_named():
     held = [*files, SourceFile("sgl_kernel/__init__.py", b"", "python", "t")]
     found = {g.context: g for g in with_extensions(pipeline.audit_input_binaries(held, "t", options).gates, held, [])}
     assert found["attention"].prebuilt_elsewhere == ()
+
+
+def test_a_stated_scope_answers_before_the_other_package_s_build():
+    """Prebuilt elsewhere, the rejection's message says what exists: the author's statement is
+    the answer (ARCH013), not "scan the other package" (ARCH011)."""
+    stated = FA3.replace(
+        '"FA3 needs sm80 or sm90"', '"FA3 is only supported on devices with compute capability 8.x or 9.x"'
+    )
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    for text, rule in ((FA3, "ARCH011"), (stated, "ARCH013")):
+        files = [SourceFile("app/attention.py", textwrap.dedent(text).encode(), "python", "t")]
+        findings = pipeline.audit_input(files, "t", options)[1]
+        assert [f.rule for f in findings if f.line == 21] == [rule]
