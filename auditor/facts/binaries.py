@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import chain, islice
 from types import ModuleType
 from typing import IO, Any, TypeVar
 
@@ -434,6 +435,7 @@ _IMPORT = re.compile(r"\s*(?:from|import)\s")
 
 
 def build_targets(text: str) -> set[str]:
+    """The arch- and family-specific nvcc targets a text names, as ``sm_120a``."""
     return {f"sm_{m.group(1)}{m.group(2)}" for m in _BUILD_TARGET.finditer(text)}
 
 
@@ -649,7 +651,7 @@ class _Reach:
         """Top-level packages the input holds."""
         self._sources: dict[str, _Source | None] = {}
         self._direct_memo: dict[tuple[str, int, int], frozenset[Ref]] = {}
-        self._callers_memo: dict[str, list[tuple[_Source, int]]] = {}
+        self._callers_memo: dict[str, list[tuple[_Source, int, int]]] = {}
         self._importers: dict[str, set[str]] | None = None
 
     def gate(self, gate: Gate) -> frozenset[Ref]:
@@ -671,8 +673,9 @@ class _Reach:
         """The arch- and family-specific build targets (``sm_120a``) of the code behind the gate,
         where the package pins them: what its guarded code names or reaches through the functions
         it calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``); for a check in a helper
-        with nothing after it, or a predicate's answer (``return False``, ``return other()``), what
-        its callers run after calling it or when it passes (every caller, a few levels up); else what the gate's file names in its strings (``SM120_CODE_TARGET = "sm_120a"``).
+        with nothing after it, or a predicate's answer (``return False``, ``return other()``),
+        what its callers run after calling it or when it passes (every caller, a few levels up);
+        else what the gate's file names in its strings (``SM120_CODE_TARGET = "sm_120a"``).
 
         ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
         behind the gate: a predicate that lists every target it knows builds nothing. A caller
@@ -715,12 +718,11 @@ class _Reach:
         held = _enclosing(src, line)
         if held is None or depth == 0:
             return set()
-        callers = self._callers(src, held)
         found: set[str] = set()
-        for caller, at in callers:
+        for caller, at, end in self._callers(src, held[0]):
             first, last = tests.get(self.modules[caller.module], {}).get(at, (0, 0))
             if not first:  # not the test of an if: what runs after the call
-                first, last = at + 1, _enclosing_spans(caller, at)[0][1]
+                first, last = at + 1, end
             got = self._built_in(caller, first, last, tests) if first <= last else set()
             got = got or self._built_after_calls(caller, at, tests, depth - 1)
             if not got:
@@ -728,32 +730,24 @@ class _Reach:
             found |= got
         return found
 
-    def _callers(self, src: _Source, name: str) -> list[tuple[_Source, int]]:
-        """(file, line) of each call of a function in the input, inside a function (an import is
-        no call): by the name bound to it in another module, or by its bare name in its own
-        file; at most a handful."""
+    def _callers(self, src: _Source, name: str) -> list[tuple[_Source, int, int]]:
+        """(file, line, last line of the calling function) of each call of a function in the
+        input, inside a function (an import is no call): by the name bound to it in another
+        module, or by its bare name in its own file; none past :data:`MAX_CALLERS`."""
         dotted = f"{src.module}.{name}"
-        if dotted in self._callers_memo:
-            return self._callers_memo[dotted]
-        found = self._callers_memo[dotted] = self._find_callers(src, name, dotted)
-        return found
-
-    def _find_callers(self, src: _Source, name: str, dotted: str) -> list[tuple[_Source, int]]:
-        found = [
-            (src, at)
-            for at, called in src.calls
-            if called == name and _enclosing_spans(src, at) and not _inside(src, name, at)
-        ]
-        if self._importers is None:
-            self._importers = _importers(self.python)
-        named = self._importers.get(name, set()) | self._importers.get(src.module.rpartition(".")[2], set())
-        for path in sorted(named - {self.modules.get(src.module, "")}):
-            other = self.source(path)
-            if other is not None:
-                found += [(other, at) for at, target in other.uses if target == dotted and _enclosing_spans(other, at)]
-            if len(found) > MAX_CALLERS:
-                return []
-        return found
+        if dotted not in self._callers_memo:
+            if self._importers is None:
+                self._importers = _importers(self.python)
+            named = self._importers.get(name, set()) | self._importers.get(src.module.rpartition(".")[2], set())
+            others = (self.source(p) for p in sorted(named - {self.modules.get(src.module, "")}))
+            sites = chain(
+                ((src, at) for at, called in src.calls if called == name and not _inside(src, name, at)),
+                ((o, at) for o in others if o is not None for at, target in o.uses if target == dotted),
+            )
+            calls = ((o, at, held[1][1]) for o, at in sites if (held := _enclosing(o, at)) is not None)
+            found = list(islice(calls, MAX_CALLERS + 1))  # stop reading files once past the cap
+            self._callers_memo[dotted] = found if len(found) <= MAX_CALLERS else []
+        return self._callers_memo[dotted]
 
     def _built_by(self, dotted: str) -> set[str]:
         """The build targets a function of a Python module of the input names, itself or in the
@@ -871,6 +865,8 @@ def _between(rows: tuple[tuple[int, str], ...], first: int, last: int) -> tuple[
 
 
 _IMPORTS = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+)?import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+"""An import statement, as bytes: read without parsing, so that finding a function's callers
+parses only the files that import its name or its module."""
 
 
 def _importers(python: Mapping[str, Any]) -> dict[str, set[str]]:
@@ -889,21 +885,22 @@ def _splits_a_major(gate: Gate) -> bool:
     """Whether the gate lets some parts of a major through and not others (``!= (12, 0)``): the
     only tests a part-specific build can agree with, so the only ones whose build is sought."""
     admitted = set(gate.admits)
-    majors: dict[str, list[bool]] = {}
+    return any(0 < len(admitted & parts) < len(parts) for parts in _majors())
+
+
+@lru_cache(maxsize=1)
+def _majors() -> tuple[frozenset[str], ...]:
+    """The capabilities of the device domain, grouped by major."""
+    by_major: dict[str, set[str]] = {}
     for c in arch.capabilities():
-        majors.setdefault(c.partition(".")[0], []).append(c in admitted)
-    return any(any(ins) and not all(ins) for ins in majors.values())
+        by_major.setdefault(c.partition(".")[0], set()).add(c)
+    return tuple(frozenset(parts) for parts in by_major.values())
 
 
-def _enclosing_spans(src: _Source, line: int) -> list[tuple[int, int]]:
-    """The spans of the file's functions that hold ``line``, innermost first."""
-    return sorted((span for span in src.functions.values() if span[0] <= line <= span[1]), key=lambda s: -s[0])
-
-
-def _enclosing(src: _Source, line: int) -> str | None:
-    """The name of the innermost function of the file that holds ``line``."""
-    spans = _enclosing_spans(src, line)
-    return next((name for name, span in src.functions.items() if spans and span == spans[0]), None)
+def _enclosing(src: _Source, line: int) -> tuple[str, tuple[int, int]] | None:
+    """The innermost function of the file that holds ``line`` (the latest to start), and its span."""
+    holding = [(name, span) for name, span in src.functions.items() if span[0] <= line <= span[1]]
+    return max(holding, key=lambda item: item[1][0], default=None)
 
 
 def _inside(src: _Source, name: str, line: int) -> bool:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from auditor import arch
+from auditor.cuda.includes import resolve
 from auditor.facts import names
 from auditor.facts.binaries import build_targets
 from auditor.model import Gate, GateKind, Target
@@ -86,6 +87,21 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
         {n: tuple(sorted(sites)) for n, sites in several.items() if n not in anywhere},
         {n: tuple(sorted(t)) for n, t in pins.items() if n not in unpinned},
     )
+
+
+def with_pins(gates: list[Gate], pinned: Mapping[str, tuple[str, ...]]) -> list[Gate]:
+    """Host checks of a source whose JIT specs pin its build (``sm120a_nvcc_flags``) carry those
+    targets (``Gate.builds``): a ``major == 12 && minor == 0`` check there agrees with it. A
+    source name finds its file as an ``#include`` of it would (:func:`.includes.resolve`)."""
+    files = sorted({g.file for g in gates if g.kind == GateKind.RUNTIME_CHECK})
+    if not pinned or not files:
+        return gates
+    names = sorted(pinned)
+    found = resolve([*files, *["<jit>"] * len(names)], [*[()] * len(files), *([n] for n in names)])[len(files) :]
+    builds = {files[i]: pinned[name] for name, hits in zip(names, found) for i in hits}
+    return [
+        replace(g, builds=builds[g.file]) if g.kind == GateKind.RUNTIME_CHECK and g.file in builds else g for g in gates
+    ]
 
 
 def serves(fixed: Iterable[str], targets: Sequence[Target]) -> bool:

@@ -36,7 +36,6 @@ from auditor.model import (
     FileError,
     Finding,
     Gate,
-    GateKind,
     InputInfo,
     Reach,
     RuleInfo,
@@ -183,22 +182,7 @@ def cuda_gates(
         else g
         for g in found
     ]
-    return _with_pins(found, restricted.pinned), errors
-
-
-def _with_pins(found: list[Gate], pinned: Mapping[str, tuple[str, ...]]) -> list[Gate]:
-    """Host checks of a source whose JIT specs pin its build (``sm120a_nvcc_flags``) carry
-    those targets (``Gate.builds``): a ``major == 12 && minor == 0`` check there agrees with it."""
-    if not pinned:
-        return found
-    by_file: dict[str, tuple[str, ...]] = {}
-    for g in found:
-        if g.kind == GateKind.RUNTIME_CHECK and g.file not in by_file:
-            by_file[g.file] = next((t for name, t in pinned.items() if g.file.endswith("/" + name.lstrip("/"))), ())
-    return [
-        replace(g, builds=by_file[g.file]) if by_file.get(g.file) and g.kind == GateKind.RUNTIME_CHECK else g
-        for g in found
-    ]
+    return builds.with_pins(found, restricted.pinned), errors
 
 
 SIDE: Codec[calls.CSide] = Codec(calls.encode_side, calls.decode_side)

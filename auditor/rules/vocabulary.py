@@ -666,15 +666,17 @@ def binaries_agree(v: GateView) -> bool:
 
 
 def built_for_admitted_only(v: GateView) -> bool:
-    """The code behind the gate is built for arch-specific targets of the parts it admits and
-    nothing else, one of them a sibling of each excluded part (``SM120_CODE_TARGET = "sm_120a"``,
+    """The code behind the gate is built for targets of the parts it admits that no excluded part
+    runs (``data/devices.json`` ``runs``: an ``a`` target on its part alone), one of them a
+    sibling of each excluded part (``SM120_CODE_TARGET = "sm_120a"``,
     a JIT spec with ``sm120a_nvcc_flags``, where 12.1 is turned away): the excluded part cannot
     run that build, so the test agrees with it; a build for the part comes first (``Gate.builds``)."""
-    admitted = set(v.capabilities)
-    built = {arch.capability_of(t) for t in v.gate.builds}
+    builds = v.gate.builds
+    built = {arch.capability_of(b) for b in builds}
     return (
-        bool(v.excluded and v.gate.builds)
-        and all(t.endswith("a") and arch.capability_of(t) in admitted for t in v.gate.builds)
+        bool(v.excluded and builds)
+        and built <= set(v.capabilities)
+        and not any(arch.runs_on("sass", b, _cap(t.capability)) for b in builds for t in v.excluded)
         and all(any(_cap(c).major == _cap(t.capability).major for c in built) for t in v.excluded)
     )
 
