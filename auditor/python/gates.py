@@ -431,7 +431,7 @@ class Assembler:
                     if ResolvedBy.DEFINITION in t.via
                     else ResolvedBy.LITERAL,
                     resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
-                    chain=tuple(parts),
+                    chain=tuple(f"not ({one_line(self.mod.text(c))})" for c in conds if c is not None),
                     guards=roles.role(body),
                     name_implies=self._name_implies(t.names),
                     body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),

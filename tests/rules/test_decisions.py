@@ -44,6 +44,31 @@ def test_an_elif_chain_is_one_decision_and_each_target_has_its_route():
     assert findings == []  # each 12.x has its own branch: nothing is excluded
 
 
+GUARDED_ELSE = """import torch
+
+
+def grid():
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (12, 0):
+        score_target_grid = 48
+    elif torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9:
+        score_target_grid = 1056
+    else:
+        score_target_grid = 1
+    return score_target_grid
+"""
+
+
+def test_an_else_after_conditions_with_other_parts_is_the_else_of_its_decision():
+    """The ``else`` negates its siblings' whole conditions (``is_available() and …``), as their
+    chains write them: one decision, a tuning table, one low finding on 12.1's route."""
+    gates, findings = run("t.py", GUARDED_ELSE)
+    by_line = {g.line: g for g in gates}
+    decided = decisions(gates)
+    (decision,) = {decided[g.id] for g in gates}
+    assert decision.is_else(by_line[9]) and decision.route(T121) is by_line[9]
+    assert [(f.rule, f.line) for f in findings] == [("ARCH012", 5)]
+
+
 def test_two_separate_statements_are_two_decisions():
     text = "import torch\nmajor, minor = torch.cuda.get_device_capability()\n"
     text += "if major == 9:\n    a = 1\n" + "\n" * 8 + "if not (major == 9):\n    b = 2\n"
