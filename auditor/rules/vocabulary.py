@@ -276,6 +276,9 @@ SHAPE_PINS = 2
 """How many problem-shape parameters a condition pins to numbers to choose for one shape."""
 _PINNED = re.compile(r"\b([A-Za-z_][\w.]*)\)?\s*(?:==|\bin\b)\s*[(\[]?\s*\d+\b")
 """A name compared with a number (``int(num_q_heads) == 36``, ``plan.page_size in (64, 128)``)."""
+_PINNED_ROW = re.compile(r"\(\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*\)\s*in\b")
+"""Names looked up together in a table of rows (``(m, k, n) in _PRODUCTION_SHAPES``): each is pinned
+to the table's numbers."""
 
 
 def speed_choices(gates: Iterable[Gate]) -> frozenset[tuple[str, str]]:
@@ -303,7 +306,8 @@ def shape_pinned(gate: Gate) -> tuple[str, ...]:
     """The problem-shape parameters the condition around the gate pins to numbers, by name, as
     far as its recorded text shows (the enclosing condition, the unknowns beside the test)."""
     text = " ".join((gate.expression, *gate.chain[-1:], *gate.unknowns))
-    found = (m.group(1).rpartition(".")[2] for m in _PINNED.finditer(text))
+    rows = (name.strip() for m in _PINNED_ROW.finditer(text) for name in m.group(1).split(","))
+    found = (name.rpartition(".")[2] for name in (*(m.group(1) for m in _PINNED.finditer(text)), *rows))
     return tuple(dict.fromkeys(name for name in found if roles.shape_name(name)))
 
 

@@ -110,3 +110,26 @@ def test_a_comment_that_one_path_is_faster_on_a_part_makes_the_flag_a_speed_choi
     assert {f.rule for f in run(FUSED)} == {"ARCH014"}
     plain = FUSED.replace("    # The fused path is faster on Blackwell and on single-GPU Hopper.\n", "")
     assert "ARCH014" not in {f.rule for f in run(plain)} and {f.rule for f in run(plain)}
+
+
+ROWS = """\
+import torch
+
+_PRODUCTION_SHAPES = frozenset({(2, 5120, 8192), (4, 5120, 8192)})
+
+
+def gemm(x, w):
+    m, k = x.shape
+    n = w.shape[1]
+    capability = torch.cuda.get_device_capability(x.device)
+    if capability == (12, 0) and (m, k, n) in _PRODUCTION_SHAPES:
+        return "skinny"
+    return "generic"
+"""
+
+
+def test_a_shape_looked_up_in_a_table_of_rows_is_pinned():
+    """``(m, k, n) in SHAPES``: a GEMM's m, n, k pinned together to the rows a part was tuned on."""
+    (f,) = run(ROWS)
+    assert f.rule == "ARCH014" and "(for one problem shape: m, k, n)" in f.message
+    assert {f.rule for f in run(ROWS.replace(" and (m, k, n) in _PRODUCTION_SHAPES", ""))} == {"ARCH003"}
