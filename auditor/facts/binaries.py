@@ -675,7 +675,9 @@ class _Reach:
         it calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``); for a check in a helper
         with nothing after it, or a predicate's answer (``return False``, ``return other()``),
         what its callers run after calling it or when it passes (every caller, a few levels up);
-        else what the gate's file names in its strings (``SM120_CODE_TARGET = "sm_120a"``).
+        else what the gate's file names in its strings (``SM120_CODE_TARGET = "sm_120a"``), or
+        the files of the predicates its condition reads (``return sm120a_available(dev)``, defined
+        beside the kernel's ``SM120_CODE_TARGET``): a test lives with the build it guards.
 
         ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
         behind the gate: a predicate that lists every target it knows builds nothing. A caller
@@ -692,7 +694,15 @@ class _Reach:
             found = self._built_in(src, first, last, tests)
         if not found and (gate.guards == Guards.REJECT or _RETURNED.match(src.lines[gate.line - 1])):
             found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH)
-        return frozenset(found or {t for _, text in src.strings for t in build_targets(text)})
+        return frozenset(found or self._named(src) or {t for r in gate.resolutions for t in self._named_in(r.file)})
+
+    def _named(self, src: _Source) -> set[str]:
+        """The build targets a file names in its short strings."""
+        return {t for _, text in src.strings for t in build_targets(text)}
+
+    def _named_in(self, path: str) -> set[str]:
+        src = self.source(path)
+        return self._named(src) if src is not None else set()
 
     def _built_in(self, src: _Source, first: int, last: int, tests: Tests) -> set[str]:
         """The build targets lines ``first..last`` of a file name, and the functions they call

@@ -200,3 +200,36 @@ def test_a_host_check_in_a_source_its_jit_spec_pins_to_sm120a_agrees_with_the_bu
     sources = [SourceFile(p, t.encode(), "cuda" if p.endswith(".cu") else "python", "t") for p, t in family.items()]
     findings = pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))[1]
     assert [f.rule for f in findings if f.file.endswith(".cu")] == ["ARCH003"]
+
+
+RUNTIME = """\
+import torch
+
+CODE_TARGET = "sm_120a"
+
+
+def kernel_available(device):
+    return tuple(torch.cuda.get_device_capability(device)) == (12, 0)
+"""
+
+FACADE = """\
+from pkg.kernels.runtime import kernel_available
+
+
+def can_implement(q):
+    if not q.is_cuda:
+        return False
+    return kernel_available(q.device)
+"""
+
+
+def test_a_predicate_defined_beside_its_build_target_answers_with_that_build():
+    """``return kernel_available(dev)`` in a facade: the predicate lives in the module that pins
+    the kernels' target (``CODE_TARGET = "sm_120a"``), and the facade's answer agrees with it."""
+    findings = run({"pkg/kernels/runtime.py": RUNTIME, "pkg/kernels/facade.py": FACADE})
+    (f,) = findings  # the facade's answer folds into its predicate's finding
+    assert f.rule == "ARCH015" and f.also == (("pkg/kernels/facade.py", 7),)
+    elsewhere = run(
+        {"pkg/kernels/runtime.py": RUNTIME.replace('"sm_120a"', '"sm_120f"'), "pkg/kernels/facade.py": FACADE}
+    )
+    assert {f.rule for f in elsewhere} == {"ARCH003"}
