@@ -264,6 +264,10 @@ class Gate:
     """Arch- and family-specific build targets (``sm_120a``) the gate's file names, or the code it
     guards compiles for through what it calls (a JIT spec with ``sm120a_nvcc_flags``): where the
     package pins the build of the code behind the gate (:func:`auditor.facts.binaries.with_extensions`)."""
+    platform: tuple[str, ...] = ()
+    """System features the code behind the gate needs that no system of some requested target
+    has, each as ``fact-id description`` (``nvlink-multicast NVLink multicast …: `cuMulticastCreate`
+    (flashinfer/comm/mixed_comm.py:691)``; :mod:`auditor.pipeline.platforms`)."""
     reach: Reach = Reach.REACHED
     """Unreached code (a vendored header nothing includes) is listed, not judged by the rules."""
     built_by: tuple[str, ...] = ()

@@ -192,7 +192,7 @@ def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
     for path, indices in wanted.items():
         source = by_path[path]
         lines = source.data.decode("utf-8", "replace").split("\n")
-        regions = {i: _region(gates[i], lines) for i in indices}
+        regions = {i: guarded_lines(gates[i], lines) for i in indices}
         found: list[tuple[str, Feature]] = []
         for first, last in _merge(regions.values()):
             found += scan_region("\n".join(lines[first - 1 : last]), first, source.language, capabilities)
@@ -204,7 +204,7 @@ def with_features(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
     return out
 
 
-def _region(gate: Gate, lines: list[str]) -> tuple[int, int]:
+def guarded_lines(gate: Gate, lines: list[str]) -> tuple[int, int]:
     """The lines a gate guards. A Python rejection (``if not ok: raise``) or assertion guards
     the rest of its block: the statements after it, up to the first line indented less."""
     first, last = gate.body_lines

@@ -54,7 +54,7 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
     ``python``: the package's own modules (path -> bytes)."""
     flags: dict[str, list[Gate]] = {}
     for g in gates:
-        if _builds(g):
+        if is_build_flag(g):
             flags.setdefault(g.file, []).append(g)
     one: set[str] = set()
     several: dict[str, set[str]] = {}
@@ -117,7 +117,7 @@ def _serves(built: set[str], targets: Sequence[Target]) -> bool:
     return any(arch.generation(c) == arch.generation(t.capability) for c in built for t in targets)
 
 
-def _builds(g: Gate) -> bool:
+def is_build_flag(g: Gate) -> bool:
     """A build flag: an nvcc flag or arch list, or a call's list of majors to build for."""
     return g.kind == GateKind.GENCODE_FLAGS or (
         g.kind == GateKind.MAJOR_LIST and any(k in g.expression for k in names.build_keywords())

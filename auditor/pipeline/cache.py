@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA = 8
+SCHEMA = 9
 
 
 _CODE = ("auditor", "auditor.rules.pack", "auditor.reports")
@@ -344,6 +344,7 @@ _STRING_TUPLES = (
     "built_by",
     "prebuilt_elsewhere",
     "builds",
+    "platform",
 )
 """Shared through a table: 40,000 gates hold a few hundred distinct admitted sets and chains."""
 _INTS = ("line", "end_line")

@@ -55,6 +55,7 @@ from auditor.pipeline.cache import (
     json_digest,
     tool_digest,
 )
+from auditor.pipeline.platforms import with_platform
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
 from auditor.rules.roots import vendored
@@ -330,6 +331,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             gates = with_features(found[0], readable, options.targets)
             gates = with_remarks(gates, readable, options.targets)
             gates = with_extensions(gates, readable, binaries, open_file, summaries)
+            gates = with_platform(gates, readable, options.targets)
             return gates, apply_rules(gates, sources, options, packages)
 
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"

@@ -21,7 +21,7 @@ from auditor import arch
 from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
-from auditor.facts import causes, names
+from auditor.facts import causes, names, platform
 from auditor.facts.binaries import evidence, prebuilt_packages
 from auditor.model import (
     Classification,
@@ -692,6 +692,19 @@ def prebuilt_elsewhere(v: GateView) -> bool:
     return bool(v.gate.prebuilt_elsewhere)
 
 
+def platform_lacks(v: GateView) -> bool:
+    """The code behind the gate needs a system feature that no system of any turned-away target
+    has (``Gate.platform``: NVLink multicast, and no 12.x machine has NVSwitch): the gate agrees
+    with the platform, and widening it gives those targets nothing that runs."""
+    return bool(v.excluded) and all(_lacked(v.gate, t) for t in v.excluded)
+
+
+def _lacked(gate: Gate, target: Target) -> tuple[platform.Fact, ...]:
+    """The facts behind the gate that ``target``'s systems lack."""
+    ids = {need.partition(" ")[0] for need in gate.platform}
+    return tuple(f for f in platform.facts() if f.id in ids and target.capability in f.lacking)
+
+
 def route_loads_native_binary(v: GateView) -> bool:
     """Every excluded target takes another branch of the decision whose guarded code reaches a
     binary with SASS for it (``if cc == 90: load sm90/… elif …: load sm100/…``): it is turned
@@ -768,6 +781,7 @@ PREDICATES: dict[str, Predicate] = {
     "route_loads_native_binary": route_loads_native_binary,
     "binaries_agree": binaries_agree,
     "prebuilt_elsewhere": prebuilt_elsewhere,
+    "platform_lacks": platform_lacks,
     "shape_specialized": shape_specialized,
     "measured": measured,
     "calls_a_speed_choice": calls_a_speed_choice,
@@ -961,6 +975,8 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "built_by": _built_by,
     "binaries": lambda v: ", ".join(f"{label}: {verdict}" for label, verdict in v.binaries.items()) or "no GPU code",
     "extensions": lambda v: ", ".join(v.gate.extensions) or "none",
+    "platform": lambda v: "; ".join(need.partition(" ")[2] for need in v.gate.platform) or "none",
+    "platform_why": lambda v: "; ".join(dict.fromkeys(f.why for t in v.excluded for f in _lacked(v.gate, t))) or "none",
     "prebuilt": lambda v: ", ".join(prebuilt_packages().get(m, m) for m in v.gate.prebuilt_elsewhere) or "none",
     "targets_unloadable": lambda v: _labels(
         t for t in v.targets if t not in v.excluded and v.binaries.get(t.label) == "none"

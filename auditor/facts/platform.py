@@ -1,0 +1,86 @@
+"""System features code needs beyond its instruction set, which no machine with a part has.
+
+ptxas assembles ``multimem.red`` for sm_120 and the driver exports ``cuMulticastCreate``
+everywhere, yet a multicast object spans GPUs joined by NVSwitch, and no machine with a 12.x
+part has one. Code that needs it cannot run there whatever the gate in front of it says: a
+gate that keeps 12.x away from it agrees with the platform, and "widen the list" points the
+wrong way (``data/platform-facts.json``). Only code counts: comments and strings other than
+PTX (an ``asm`` template, a PTX string handed to an inline-assembly call) are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+
+from auditor import datafiles
+from auditor.facts import code
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One system feature and the capabilities no system of which has it."""
+
+    id: str
+    feature: str
+    ptx: re.Pattern
+    identifiers: re.Pattern
+    lacking: frozenset[str]
+    why: str
+
+
+@cache
+def facts() -> tuple[Fact, ...]:
+    raw = datafiles.read_json("platform-facts.json")["facts"]
+    return tuple(
+        Fact(
+            f["id"],
+            f["feature"],
+            re.compile(rf"(?<![\w.])(?:{f['ptx']})"),
+            re.compile(rf"\b(?:{f['identifiers']})\b"),
+            frozenset(f["lacking"]),
+            f["why"],
+        )
+        for f in raw
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """A use of a system feature: what it is, and the token that shows it, where."""
+
+    fact: Fact
+    token: str
+    file: str
+    line: int
+
+    def describe(self) -> str:
+        return f"{self.fact.feature}: `{self.token}` ({self.file}:{self.line})"
+
+
+def needs(text: str, language: str, path: str, first_line: int, wanted: Iterable[Fact]) -> list[Need]:
+    """The first use of each wanted feature in ``text`` (a file's lines from ``first_line``):
+    an identifier in code, or a PTX instruction in an ``asm`` template (C/C++) or in a string
+    (Python, where PTX reaches an inline-assembly call as a string)."""
+    wanted = tuple(wanted)
+    if not wanted or not any(f.identifiers.search(text) or f.ptx.search(text) for f in wanted):
+        return []
+    blanked, strings = code.blank(text, language)
+    if language == "python":
+        ptx = [(start, text[start:end]) for start, end in strings]
+    else:
+        ptx = list(code.asm_instructions(text, blanked, strings))
+    out = []
+    for fact in wanted:
+        hit = fact.identifiers.search(blanked)
+        found = (hit.start(), hit.group()) if hit else None
+        for offset, piece in ptx:
+            m = fact.ptx.search(piece)
+            if m and (found is None or offset < found[0]):
+                found = (offset + (m.start() if language == "python" else 0), m.group())
+                break
+        if found is not None:
+            out.append(Need(fact, found[1], path, first_line + text.count("\n", 0, found[0])))
+    return out
