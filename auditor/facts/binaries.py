@@ -30,6 +30,7 @@ import bisect
 import importlib
 import io
 import json
+import posixpath
 import re
 import shutil
 import struct
@@ -653,6 +654,7 @@ class _Reach:
         self._direct_memo: dict[tuple[str, int, int], frozenset[Ref]] = {}
         self._callers_memo: dict[str, list[tuple[_Source, int, int]]] = {}
         self._importers: dict[str, set[str]] | None = None
+        self._by_folder: Mapping[str, tuple[str, ...]] | None = None
 
     def gate(self, gate: Gate) -> frozenset[Ref]:
         src = self.source(gate.file)
@@ -677,7 +679,8 @@ class _Reach:
         what its callers run after calling it or when it passes (every caller, a few levels up);
         else what the gate's file names in its strings (``SM120_CODE_TARGET = "sm_120a"``), or
         the files of the predicates its condition reads (``return sm120a_available(dev)``, defined
-        beside the kernel's ``SM120_CODE_TARGET``): a test lives with the build it guards.
+        beside the kernel's ``SM120_CODE_TARGET``), or the modules of its backend's folder: a test
+        lives with the build it guards.
 
         ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
         behind the gate: a predicate that lists every target it knows builds nothing. A caller
@@ -694,7 +697,12 @@ class _Reach:
             found = self._built_in(src, first, last, tests)
         if not found and (gate.guards == Guards.REJECT or _RETURNED.match(src.lines[gate.line - 1])):
             found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH)
-        return frozenset(found or self._named(src) or {t for r in gate.resolutions for t in self._named_in(r.file)})
+        return frozenset(
+            found
+            or self._named(src)
+            or {t for r in gate.resolutions for t in self._named_in(r.file)}
+            or self._named_nearby(gate.file)
+        )
 
     def _named(self, src: _Source) -> set[str]:
         """The build targets a file names in its short strings."""
@@ -703,6 +711,26 @@ class _Reach:
     def _named_in(self, path: str) -> set[str]:
         src = self.source(path)
         return self._named(src) if src is not None else set()
+
+    def _named_nearby(self, path: str) -> set[str]:
+        """What the modules of the nearest folder above the file that name any build target name,
+        below the top-level package: a backend package whose every compile pins ``sm_120a``
+        (``experimental/gdn_sm120_cute/consumer.py``) speaks for the checks of its other modules."""
+        folder = posixpath.dirname(path)
+        while folder.count("/") >= 1:
+            found = {t for p in self._folders().get(folder, ()) for t in self._named_in(p)}
+            if found:
+                return found
+            folder = posixpath.dirname(folder)
+        return set()
+
+    def _folders(self) -> Mapping[str, tuple[str, ...]]:
+        if self._by_folder is None:
+            by_folder: dict[str, list[str]] = {}
+            for p in self.python:
+                by_folder.setdefault(posixpath.dirname(p), []).append(p)
+            self._by_folder = {k: tuple(sorted(v)) for k, v in by_folder.items()}
+        return self._by_folder
 
     def _built_in(self, src: _Source, first: int, last: int, tests: Tests) -> set[str]:
         """The build targets lines ``first..last`` of a file name, and the functions they call

@@ -25,6 +25,15 @@ from auditor.arch import Capability
 from auditor.facts import code, names, ptx
 from auditor.model import Feature, Gate, Guards, Language, SourceFile, Target
 
+AROUND = "around the gate, in `{}`"
+"""A feature's note when it was found in the function around the gate, not under it
+(:mod:`auditor.pipeline.surroundings`)."""
+
+
+def is_around(f: Feature) -> bool:
+    """Whether a feature was found around the gate rather than under it."""
+    return f.notes.startswith(AROUND.partition("{")[0])
+
 
 @dataclass(frozen=True, slots=True)
 class Api:

@@ -389,6 +389,12 @@ def _matching(code: str, close: int) -> int | None:
     return None
 
 
+def free_functions(text: str) -> list[Function]:
+    """The free functions of a C/C++ file's text (:func:`functions_of`), with comments,
+    strings and directives blanked first."""
+    return functions_of(_without_directives(blank(text, "cuda", directives=False)[0]))
+
+
 def _without_directives(code: str) -> str:
     return _DIRECTIVES.sub(lambda m: " " * len(m.group()), code)
 

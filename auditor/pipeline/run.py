@@ -56,6 +56,7 @@ from auditor.pipeline.cache import (
     tool_digest,
 )
 from auditor.pipeline.platforms import with_platform
+from auditor.pipeline.surroundings import with_surroundings
 from auditor.pipeline.workers import SCANNED, Read, Workers, finished, located
 from auditor.rules import engine, rulebook
 from auditor.rules.roots import vendored
@@ -329,6 +330,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
         ) -> tuple[list[Gate], list[Finding]]:
             gates = with_features(found[0], readable, options.targets)
+            gates = with_surroundings(gates, readable, options.targets)
             gates = with_remarks(gates, readable, options.targets)
             gates = with_extensions(gates, readable, binaries, open_file, summaries)
             gates = with_platform(gates, readable, options.targets)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from auditor import arch, verdicts
 from auditor.arch import HOST
+from auditor.facts.features import is_around
 from auditor.model import Domain, Finding, Gate, Target
 from auditor.verdicts import classify
 
@@ -124,7 +125,10 @@ def render(gate: Gate, findings: Sequence[Finding], targets: Sequence[Target], t
         out.append(f"  guarded region (lines {first}-{last}) uses:")
         for f in gate.features:
             on = "  ".join(f"{cap}: {status}" for cap, status in f.on_target)
-            out.append(f"    {f.token}  line {f.line}  {f.feature}; needs {f.min_arch}" + (f"; {on}" if on else ""))
+            around = f"; {f.notes}" if is_around(f) else ""
+            out.append(
+                f"    {f.token}  line {f.line}  {f.feature}; needs {f.min_arch}" + (f"; {on}" if on else "") + around
+            )
     elif last >= first > 0:
         out.append(f"  guarded region (lines {first}-{last}) uses no feature from the fact table")
     kind = classify(gate, targets)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from auditor import arch
+from auditor.facts.features import is_around
 from auditor.model import AuditResult, Binary, Domain, Finding, Gate, Verdict
 from auditor.render.counts import headline
 from auditor.verdicts import classify, toolkit_notes, verdicts
@@ -37,6 +38,7 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
                 "feature": f.feature,
                 "min_arch": f.min_arch,
                 "on_target": dict(f.on_target),
+                **({"around": f.notes} if is_around(f) else {}),
             }
             for f in gate.features
         ],

@@ -7,6 +7,7 @@ from collections import Counter
 from itertools import groupby
 
 from auditor import arch
+from auditor.facts.features import is_around
 from auditor.model import SEVERITIES, AuditResult, Finding, Verdict
 from auditor.render import counts
 from auditor.rules.roots import vendored
@@ -85,8 +86,12 @@ def render(result: AuditResult, only_excluding: bool = False) -> str:
                 lines.append("         admitted with " + "; ".join(f"{t}: {n}" for t, n in notes.items()))
             for r in g.resolutions[:3]:
                 lines.append(f"         via {r.name} ({r.file}:{r.line})")
-            if g.features:
-                lines.append("         uses " + ", ".join(f.token for f in g.features[:6]))
+            inside = [f for f in g.features if not is_around(f)]
+            around = [f for f in g.features if is_around(f)]
+            if inside:
+                lines.append("         uses " + ", ".join(f.token for f in inside[:6]))
+            if around:
+                lines.append("         inside code that uses " + ", ".join(f.token for f in around[:6]))
             if g.reach:
                 lines.append(f"         not judged: {counts.REACH[g.reach]}")
             for f in findings.get(g.id, []):

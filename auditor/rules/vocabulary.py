@@ -23,6 +23,7 @@ from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
 from auditor.facts import causes, names, platform
 from auditor.facts.binaries import evidence, prebuilt_packages
+from auditor.facts.features import is_around
 from auditor.model import (
     Classification,
     Domain,
@@ -852,7 +853,12 @@ def _features(v: GateView) -> str:
     if not v.gate.features:
         return "no fact-table feature"
     shown = v.excluded or v.targets
-    return "; ".join(f"`{f.token}` ({_support(f, shown)})" for f in v.gate.features)
+    return "; ".join(f"`{f.token}` ({_support(f, shown)}{_where(f)})" for f in v.gate.features)
+
+
+def _where(f: Feature) -> str:
+    """Where a feature of the code around the gate was found (``; around the gate, in `k`, line 312``)."""
+    return f"; {f.notes}, line {f.line}" if is_around(f) else ""
 
 
 def _missing(v: GateView) -> str:
@@ -861,7 +867,7 @@ def _missing(v: GateView) -> str:
         for f in v.gate.features
         if any(availability(dict(f.on_target).get(t.capability, "")) == "no" for t in v.excluded)
     ]
-    return "; ".join(f"`{f.token}` ({_support(f, v.excluded)})" for f in lacking) or "nothing known"
+    return "; ".join(f"`{f.token}` ({_support(f, v.excluded)}{_where(f)})" for f in lacking) or "nothing known"
 
 
 def _same_major(v: GateView) -> str:

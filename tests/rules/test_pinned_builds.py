@@ -233,3 +233,29 @@ def test_a_predicate_defined_beside_its_build_target_answers_with_that_build():
         {"pkg/kernels/runtime.py": RUNTIME.replace('"sm_120a"', '"sm_120f"'), "pkg/kernels/facade.py": FACADE}
     )
     assert {f.rule for f in elsewhere} == {"ARCH003"}
+
+
+CONSUMER = """\
+def compile_kernel(kernel, *args):
+    return cached_compile(kernel, *args, compile_options=(GPUArch("sm_120a"),))
+"""
+
+PLAN = """\
+import torch
+
+
+def build_plan(lengths, device):
+    props = torch.cuda.get_device_properties(device)
+    if (props.major, props.minor) != (12, 0):
+        raise ValueError("this backend requires SM120")
+    return [(n + 31) // 32 for n in lengths]
+"""
+
+
+def test_a_backend_package_whose_compiles_all_pin_sm120a_speaks_for_its_other_modules():
+    """``experimental/gdn_sm120/_api.py`` checks for 12.0; the backend's compiles, in another
+    module of its folder, all name ``sm_120a``. At the package's top level no folder speaks."""
+    findings = run({"pkg/experimental/gdn/consumer.py": CONSUMER, "pkg/experimental/gdn/_api.py": PLAN})
+    assert [(f.rule, f.file) for f in findings] == [("ARCH015", "pkg/experimental/gdn/_api.py")]
+    top = run({"pkg/consumer.py": CONSUMER, "pkg/_api.py": PLAN})
+    assert [f.rule for f in top] == ["ARCH003"]
