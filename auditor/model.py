@@ -264,6 +264,9 @@ class Gate:
     """Arch- and family-specific build targets (``sm_120a``) the gate's file names, or the code it
     guards compiles for through what it calls (a JIT spec with ``sm120a_nvcc_flags``): where the
     package pins the build of the code behind the gate (:func:`auditor.facts.binaries.with_extensions`)."""
+    emits: tuple[str, ...] = ()
+    """(C/C++) What the tabled CUDA intrinsic calls in the guarded code compile to, as ``target
+    instruction`` (``sm_121a cvt.rp.satfinite.ue8m0x2.f32``; :mod:`auditor.facts.lowering`)."""
     platform: tuple[str, ...] = ()
     """System features the code behind the gate needs that no system of some requested target
     has, each as ``fact-id description`` (``nvlink-multicast NVLink multicast …: `cuMulticastCreate`

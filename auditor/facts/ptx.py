@@ -105,13 +105,25 @@ def _matches(row: Row, opcode: str) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)
+def accepting(opcode: str) -> frozenset[str]:
+    """The targets whose ptxas accepts ``opcode`` (the newest toolkit's); empty when no probed
+    variant matches it."""
+    _, targets, rows = table()
+    matching = _matching(rows, opcode)
+    return frozenset(t for t in targets if all(t in r.accepted for r in matching)) if matching else frozenset()
+
+
+def _matching(rows, opcode: str) -> list:
+    """The rows matching ``opcode``, most specific first."""
+    return sorted((r for r in rows if _matches(r, opcode)), key=lambda r: (-r.specificity, not r.pattern.match(opcode)))
+
+
 @lru_cache(maxsize=65536)
 def judge(opcode: str, capabilities: tuple[str, ...]) -> Judgement:
     """What the facts say about ``opcode`` (dotted opcode and qualifiers) on each capability."""
     toolkit, targets, rows = table()
-    matching = sorted(
-        (r for r in rows if _matches(r, opcode)), key=lambda r: (-r.specificity, not r.pattern.match(opcode))
-    )
+    matching = _matching(rows, opcode)
     if not matching:
         unknown = tuple((c, "unknown") for c in capabilities)
         return Judgement("", "", unknown, "", f"ptxas {toolkit}: no probed variant matches this instruction")

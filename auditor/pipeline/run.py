@@ -28,6 +28,7 @@ from auditor.cuda.includes import Scopes
 from auditor.cuda.macros import MacroTable
 from auditor.facts.binaries import binary_records, binary_verdicts, read_binaries, with_extensions
 from auditor.facts.features import with_features
+from auditor.facts.lowering import with_lowering
 from auditor.facts.remarks import with_remarks
 from auditor.model import (
     AuditResult,
@@ -331,6 +332,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         ) -> tuple[list[Gate], list[Finding]]:
             gates = with_features(found[0], readable, options.targets)
             gates = with_surroundings(gates, readable, options.targets)
+            gates = with_lowering(gates, readable)
             gates = with_remarks(gates, readable, options.targets)
             gates = with_extensions(gates, readable, binaries, open_file, summaries)
             gates = with_platform(gates, readable, options.targets)

@@ -62,6 +62,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["prebuilt_elsewhere"] = list(gate.prebuilt_elsewhere)
     if gate.builds:
         doc["builds"] = list(gate.builds)
+    if gate.emits:
+        doc["emits"] = list(gate.emits)
     if gate.platform:
         doc["platform"] = [need.partition(" ")[2] for need in gate.platform]
     if gate.reach:

@@ -21,7 +21,7 @@ from auditor import arch
 from auditor.arch import HOST, Capability
 from auditor.cuda import cexpr
 from auditor.cuda.macros import Evaluator, MacroTable, parse_condition
-from auditor.facts import causes, names, platform
+from auditor.facts import causes, lowering, names, platform, ptx
 from auditor.facts.binaries import evidence, prebuilt_packages
 from auditor.facts.features import is_around
 from auditor.model import (
@@ -706,6 +706,27 @@ def _lacked(gate: Gate, target: Target) -> tuple[platform.Fact, ...]:
     return tuple(f for f in platform.facts() if f.id in ids and target.capability in f.lacking)
 
 
+def fallback_same_code(v: GateView) -> bool:
+    """Every turned-away target takes another branch of the decision whose CUDA intrinsic calls
+    compile, on each of its build targets that can assemble them, to every instruction this
+    branch's ``asm`` uses (``#else`` ``__nv_cvt_float_to_e8m0(v, __NV_SATFINITE,
+    cudaRoundPosInf)`` is ``cvt.rp.satfinite.ue8m0x2.f32`` on sm_121a, as nvcc says in
+    ``data/intrinsic-lowering.json``): the target gets the same code, nothing is lost."""
+    used = [f.token for f in v.gate.features if not is_around(f)]
+    if not v.excluded or not used or not all(ptx.accepting(op) for op in used):
+        return False
+    for t in v.excluded:
+        route = v.routes[t.label]
+        if route is None or route.id == v.gate.id:
+            return False
+        emitted = lowering.by_target(route)
+        for op in used:
+            variants = [x for x in ptx.accepting(op) if arch.capability_of(x) == t.capability]
+            if not variants or any(op not in emitted.get(x, ()) for x in variants):
+                return False
+    return True
+
+
 def route_loads_native_binary(v: GateView) -> bool:
     """Every excluded target takes another branch of the decision whose guarded code reaches a
     binary with SASS for it (``if cc == 90: load sm90/… elif …: load sm100/…``): it is turned
@@ -783,6 +804,7 @@ PREDICATES: dict[str, Predicate] = {
     "binaries_agree": binaries_agree,
     "prebuilt_elsewhere": prebuilt_elsewhere,
     "platform_lacks": platform_lacks,
+    "fallback_same_code": fallback_same_code,
     "shape_specialized": shape_specialized,
     "measured": measured,
     "calls_a_speed_choice": calls_a_speed_choice,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -226,3 +227,33 @@ def test_ptx_facts_match_what_ptxas_says(tmp_path):
         str(tmp_path / "f.json"),
     )
     assert run_script("gen_ptx_facts.py", *args).returncode == 1
+
+
+LOWERING = json.loads((DATA / "intrinsic-lowering.json").read_text())
+
+
+def test_intrinsic_lowering_holds_the_facts_the_fallback_rule_leans_on():
+    """On sm_121a nvcc lowers the round-up e8m0 conversion to the instruction flashinfer's
+    fast branch writes by hand; on plain sm_121 (no arch-specific target) it does not."""
+    e8m0 = {row["id"]: row for row in LOWERING["intrinsics"]}["e8m0_rp"]
+    assert e8m0["emits"]["sm_121a"] == ["cvt.rp.satfinite.ue8m0x2.f32"]
+    assert "sm_121" not in e8m0["emits"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_intrinsic_lowering_matches_what_nvcc_says(tmp_path):
+    """The installed nvcc must be the one the table was made with (its version is recorded)."""
+    done = run_script("gen_intrinsic_lowering.py", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    # The check must be able to fail: a table that claims one instruction too many is caught.
+    tampered = json.loads(json.dumps(LOWERING))
+    tampered["intrinsics"][0]["emits"]["sm_121"] = ["cvt.rn.f16x2.f32"]
+    (tmp_path / "l.json").write_text(json.dumps(tampered))
+    probe = LOWERING["intrinsics"][0]["id"]
+    assert (
+        run_script(
+            "gen_intrinsic_lowering.py", "--check", "--probes", probe, "--out", str(tmp_path / "l.json")
+        ).returncode
+        == 1
+    )
