@@ -60,3 +60,16 @@ def gated_tree(root: Path, n: int) -> Path:
         (root / "pkg" / f"m{i}.py").write_text(GATED_PY.format(i=i))
         (root / "pkg" / f"k{i}.cu").write_text(GATED_CU.format(i=i))
     return root
+
+
+_LANGUAGES = {"py": "python", "cu": "cuda", "cuh": "cuda", "h": "cuda", "hpp": "cuda", "cpp": "cuda", "jinja": "cuda"}
+
+
+def audit_texts(files: dict[str, str]):
+    """(gates, findings) of one input made of these files (path -> text), the language by extension."""
+    from auditor import pipeline
+    from auditor.model import SourceFile
+
+    sources = [SourceFile(p, t.encode(), _LANGUAGES[p.rpartition(".")[2]], "t") for p, t in files.items()]
+    gates, findings, _ = pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))
+    return gates, findings

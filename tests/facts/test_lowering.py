@@ -8,8 +8,7 @@ loses nothing, and the minor-version trap would point the wrong way.
 
 from __future__ import annotations
 
-from auditor import pipeline
-from auditor.model import SourceFile
+from tests.conftest import audit_texts
 
 CONVERT = """\
 #include <cuda_fp8.h>
@@ -28,9 +27,7 @@ __device__ __inline__ uint8_t float_to_e8m0(float val) {
 
 
 def run(text: str):
-    source = SourceFile("pkg/include/convert.cuh", text.encode(), "cuda", "t")
-    gates, findings, _ = pipeline.audit_input([source], "t", pipeline.Options(jobs=1))
-    return gates, findings
+    return audit_texts({"pkg/include/convert.cuh": text})
 
 
 def test_a_fallback_that_compiles_to_the_same_instruction_loses_the_target_nothing():

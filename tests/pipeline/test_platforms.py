@@ -5,8 +5,7 @@ flags build and the headers they include. Only then does the gate agree with the
 
 from __future__ import annotations
 
-from auditor import pipeline
-from auditor.model import SourceFile
+from tests.conftest import audit_texts
 
 HANDLER = """\
 import torch
@@ -68,11 +67,7 @@ HEADER = '__device__ void add(unsigned* p, unsigned v) {\n  asm volatile("multim
 PLAIN = "__global__ void k(float* x) { x[0] = 1.f; }\n"
 
 
-def run(files: dict[str, str]):
-    language = {"py": "python", "cu": "cuda", "cuh": "cuda", "jinja": "cuda"}
-    sources = [SourceFile(p, t.encode(), language[p.rpartition(".")[2]], "t") for p, t in files.items()]
-    gates, findings, _ = pipeline.audit_input(sources, "t", pipeline.Options(jobs=1))
-    return gates, findings
+run = audit_texts
 
 
 def test_a_check_on_a_handler_whose_class_creates_multicast_objects_agrees_with_the_platform():

@@ -9,8 +9,7 @@ its own) does not.
 
 from __future__ import annotations
 
-from auditor import pipeline
-from auditor.model import SourceFile
+from tests.conftest import audit_texts
 
 KERNEL = """\
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1000)
@@ -29,9 +28,7 @@ __global__ void gemm(unsigned bar, unsigned smem, const void* desc, int k) {
 
 
 def run(text: str):
-    source = SourceFile("pkg/csrc/gemm.cu", text.encode(), "cuda", "t")
-    gates, findings, _ = pipeline.audit_input([source], "t", pipeline.Options(jobs=1))
-    return gates, findings
+    return audit_texts({"pkg/csrc/gemm.cu": text})
 
 
 def test_a_gate_in_a_kernel_the_target_cannot_run_is_not_a_conservative_gate():
