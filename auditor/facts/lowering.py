@@ -31,6 +31,7 @@ class Intrinsic:
 
 @cache
 def intrinsics() -> tuple[Intrinsic, ...]:
+    """The rows of ``data/intrinsic-lowering.json``, patterns compiled."""
     raw = datafiles.read_json("intrinsic-lowering.json")["intrinsics"]
     return tuple(
         Intrinsic(re.compile(r["pattern"]), tuple((t, tuple(ops)) for t, ops in r["emits"].items())) for r in raw
@@ -39,6 +40,7 @@ def intrinsics() -> tuple[Intrinsic, ...]:
 
 @cache
 def _prefilter() -> re.Pattern:
+    """Any tabled call: a file with none is not read further."""
     return re.compile("|".join(f"(?:{i.pattern.pattern})" for i in intrinsics()))
 
 

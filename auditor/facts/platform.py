@@ -33,6 +33,7 @@ class Fact:
 
 @cache
 def facts() -> tuple[Fact, ...]:
+    """The facts of ``data/platform-facts.json``, patterns compiled."""
     raw = datafiles.read_json("platform-facts.json")["facts"]
     return tuple(
         Fact(
@@ -57,6 +58,7 @@ class Need:
     line: int
 
     def describe(self) -> str:
+        """``feature: `token` (file:line)``, as a finding quotes it."""
         return f"{self.fact.feature}: `{self.token}` ({self.file}:{self.line})"
 
 

@@ -2,9 +2,9 @@
 
 What counts as the code behind a gate that turns a requested target away:
 
-- its guarded lines (for a rejection, what follows it), and the classes of its file those lines name (``handler:
-  MixedCommHandler``: the object the guarded op works on; its methods create the multicast
-  objects the op's kernels reduce through);
+- its guarded lines (for a rejection, what follows it), and the classes of its file those
+  lines name (``handler: MixedCommHandler``: the object the guarded op works on; its methods
+  create the multicast objects the op's kernels reduce through);
 - for build flags (``get_nvcc_flags_list(supported_major_versions=[9, 10])``), the sources and
   templates their function names (``"mixed_comm.cu"``, ``"mixed_comm_kernel_inst.jinja"``) and
   the headers those include, two levels down: the code those flags compile.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from auditor import verdicts
@@ -39,9 +39,9 @@ def with_platform(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
     """The gates, each Python gate that turns a target away with the system features the code
     behind it needs that no system of some requested target has (``Gate.platform``)."""
     wanted = [f for f in platform.facts() if any(t.capability in f.lacking for t in targets)]
-    by_path = {f.path: f for f in files}
     if not wanted:
         return list(gates)
+    by_path = {f.path: f for f in files}
     texts: dict[str, str] = {}
 
     def text(path: str) -> str:
@@ -68,7 +68,7 @@ def with_platform(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
         found = platform.needs(region, "python", g.file, first, wanted)
         found = found or _in_classes(region, lines, g.file, wanted)
         if not found and is_build_flag(g):
-            found = _in_sources(region, g.file, c_paths, text, wanted)
+            found = _in_sources(region, c_paths, text, wanted)
         if found:
             out[i] = replace(g, platform=tuple(dict.fromkeys(f"{n.fact.id} {n.describe()}" for n in found)))
     return out
@@ -88,7 +88,9 @@ def _in_classes(region: str, lines: list[str], path: str, wanted: list[platform.
     return []
 
 
-def _in_sources(region: str, path: str, c_paths: list[str], text, wanted: list[platform.Fact]) -> list[platform.Need]:
+def _in_sources(
+    region: str, c_paths: list[str], text: Callable[[str], str], wanted: list[platform.Fact]
+) -> list[platform.Need]:
     """What the C/CUDA files the region names (by file name, as a JIT spec does), and the headers
     they include, need."""
     names = {posixpath.basename(m.group(1)) for m in _NAMED_FILE.finditer(region)}
