@@ -278,10 +278,12 @@ def _qualifier(code: str, start: int) -> str | None:
     return None
 
 
-def functions_of(code: str) -> list[Function]:
+def functions_of(code: str, macro_names: bool = False) -> list[Function]:
     """The free functions defined in ``code`` (comments, strings and directives blanked), in
     order: outermost bodies whose enclosing blocks are all namespaces or ``extern "C"`` (not a
-    class, nor a block the scan cannot name), with their namespace blocks."""
+    class, nor a block the scan cannot name), with their namespace blocks. A body whose name
+    looks like a macro (``TEST(x) {``, a kernel named ``CAKE_PROGRAM_KERNEL``) counts only with
+    ``macro_names``."""
     newlines = [m.start() for m in re.finditer("\n", code)]
     line_of = lambda offset: bisect.bisect_right(newlines, offset - 1) + 1  # noqa: E731
     out: list[Function] = []
@@ -315,7 +317,7 @@ def functions_of(code: str) -> list[Function]:
                 name is not None
                 and all(kind in ("namespace", "extern") for kind, _ in stack)
                 and name[0] not in _NOT_FUNCTIONS
-                and not _MACRO_LIKE.fullmatch(name[0])
+                and (macro_names or not _MACRO_LIKE.fullmatch(name[0]))
                 and not _initializers(head)
             )
             namespaces = frozenset(n for kind, names in stack if kind == "namespace" for n in names)
@@ -391,8 +393,8 @@ def _matching(code: str, close: int) -> int | None:
 
 def free_functions(text: str) -> list[Function]:
     """The free functions of a C/C++ file's text (:func:`functions_of`), with comments,
-    strings and directives blanked first."""
-    return functions_of(_without_directives(blank(text, "cuda", directives=False)[0]))
+    strings and directives blanked first; a body named by a macro counts (the code is there)."""
+    return functions_of(_without_directives(blank(text, "cuda", directives=False)[0]), macro_names=True)
 
 
 def _without_directives(code: str) -> str:

@@ -55,3 +55,13 @@ def test_code_under_another_gate_that_turns_the_target_away_does_not_count():
     (gate,) = [g for g in gates if g.line == 8]
     assert not any(f.notes.startswith("around the gate") for f in gate.features)
     assert "ARCH007" in {f.rule for f in findings}
+
+
+def test_a_kernel_named_by_a_macro_is_the_function_around_its_gates():
+    """Generated kernels take their name from a macro (``CAKE_PROGRAM_KERNEL``): still a function."""
+    named = KERNEL.replace(
+        "__global__ void gemm(", '#define PROGRAM_KERNEL gemm_0\nextern "C" {\n__global__ void PROGRAM_KERNEL('
+    ).replace('"r"(bar));\n}\n', '"r"(bar));\n}\n}\n')
+    gates, findings = run(named)
+    assert "ARCH007" not in {f.rule for f in findings}
+    assert any(f.notes == "around the gate, in `PROGRAM_KERNEL`" for g in gates for f in g.features)
