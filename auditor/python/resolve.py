@@ -17,7 +17,7 @@ from auditor.model import GateKind, Resolution, ResolvedBy
 from auditor.python import models as models_mod
 from auditor.python.core import MAX_DEPTH, Core, Frame
 from auditor.python.symbols import Binding, ClassInfo, Module, imports
-from auditor.python.syntax import child, line_of, method_kind, one_line, text_of
+from auditor.python.syntax import child, line_of, method_kind, one_line, self_attribute, text_of
 from auditor.python.values import (
     ANY,
     BOOL,
@@ -193,6 +193,8 @@ class Names(Core):
         return ANY
 
     def e_attribute(self, node: Node, fr: Frame) -> Val:
+        if fr.env is not None and self_attribute(node) and text_of(node) in fr.env:
+            return fr.env[text_of(node)]  # set earlier in this method
         base = self.eval(child(node, "object"), fr)
         return self.attribute(base, text_of(child(node, "attribute")))
 

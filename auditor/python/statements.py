@@ -24,6 +24,7 @@ from auditor.python.syntax import (
     if_clauses,
     line_of,
     one_line,
+    self_attribute,
     text_of,
     try_parts,
 )
@@ -254,7 +255,12 @@ class Statements(Core):
         return Val(v.elems, v.taint.merge(Taint(resolutions=frozenset({res}))))
 
     def bind(self, target: Node | None, v: Val, env: dict) -> None:
-        """Names of an assignment target bound to the parts of ``v`` they receive."""
+        """Names of an assignment target bound to the parts of ``v`` they receive; ``self.x``
+        too, under its dotted name, so that a flag a method sets on its instance
+        (``self._supports_tc = arch in (…)``) is known at the method's later tests."""
+        if target is not None and target.type == "attribute" and self_attribute(target):
+            env[text_of(target)] = v
+            return
         for name, path in destructure(target):
             env[name] = pick(v, path)
 

@@ -183,3 +183,9 @@ def identifiers_in(node: Node) -> list[str]:
 def calls_in(node: Node) -> list[Node]:
     """The calls inside ``node``, itself included."""
     return [n for n in descendants(node) if n.type == "call"]
+
+
+def self_attribute(node: Node) -> bool:
+    """``self.x``: an attribute of the method's own instance, one level deep."""
+    obj = child(node, "object")
+    return obj is not None and obj.type == "identifier" and text_of(obj) == "self"

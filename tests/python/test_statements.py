@@ -132,3 +132,27 @@ def test_an_unchecked_unknown_stays_unknown():
     text = SUPPORTED.replace("CHECK", "pass").replace("OVERRIDE", "unknown_override()")
     prog = program(**{"m.py": text})
     assert UNKNOWN in value(interp(prog), prog.by_path["m.py"], "R", cap="12.0").elems
+
+
+RUNNER = """\
+import torch
+
+
+class Runner:
+    def __init__(self, device):
+        arch = torch.cuda.get_device_capability(device)
+        self._supports_tc = arch in ((10, 0), (10, 3))
+        if not self._supports_tc and arch not in ((8, 0), (9, 0), (12, 0)):
+            raise NotImplementedError("requires SM80, SM90, SM100, SM103 or SM120")
+        self.ready = True
+"""
+
+
+def test_a_flag_a_method_sets_on_its_instance_is_known_at_its_later_tests():
+    """``self._supports_tc = arch in (…)`` then ``if not self._supports_tc and …: raise``: the
+    rejection is certain on 12.1, as it would be with a local."""
+    from tests.conftest import audit_texts
+
+    gates, _ = audit_texts({"pkg/runner.py": RUNNER})
+    (check,) = [g for g in gates if g.line == 8]
+    assert "12.1" in check.surely and "12.0" not in check.surely and "10.0" not in check.surely
