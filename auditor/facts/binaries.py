@@ -709,6 +709,7 @@ class _Reach:
         return {t for _, text in src.strings for t in build_targets(text)}
 
     def _named_in(self, path: str) -> set[str]:
+        """The build targets a Python file of the input names; none for another file."""
         src = self.source(path)
         return self._named(src) if src is not None else set()
 
@@ -725,6 +726,7 @@ class _Reach:
         return set()
 
     def _folders(self) -> Mapping[str, tuple[str, ...]]:
+        """The input's Python files by folder."""
         if self._by_folder is None:
             by_folder: dict[str, list[str]] = {}
             for p in self.python:
