@@ -292,14 +292,19 @@ class Statements(Core):
 
     def join_states(self, outs: list[State]) -> State:
         """Where branches meet: the live ones' variables joined (all of them, in dead code).
-        A scan keeps no path taint: a gate is judged as written."""
+        An instance attribute (``self.x``) set on some of them only is dropped: on the others
+        it is whatever the instance holds. A scan keeps no path taint: a gate is judged as
+        written."""
         live = [o for o in outs if o.live]
         pick = live or outs
         first = pick[0].env
         env = dict(first)
         others = [o.env for o in pick[1:] if o.env is not first]
         changed = {k for e in others for k, v in e.items() if first.get(k, _NOPE) is not v}
-        for k in changed:
+        partial = {k for e in (first, *others) for k in e if "." in k and not all(k in x for x in (first, *others))}
+        for k in partial:
+            env.pop(k, None)
+        for k in changed - partial:
             vs = [o.env[k] for o in pick if k in o.env]
             env[k] = vs[0] if all(v is vs[0] for v in vs) else join(*vs)
         path = None
