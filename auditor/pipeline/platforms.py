@@ -96,6 +96,7 @@ def _in_sources(
     names = {posixpath.basename(m.group(1)) for m in _NAMED_FILE.finditer(region)}
     level = [p for p in c_paths if posixpath.basename(p) in names]
     seen: set[str] = set()
+    at = {p: k for k, p in enumerate(c_paths)}
     for _ in range(INCLUDE_DEPTH + 1):
         level = [p for p in level if p not in seen]
         seen.update(level)
@@ -105,7 +106,6 @@ def _in_sources(
                 return found
         if not level:
             break
-        at = {p: k for k, p in enumerate(c_paths)}
         includes: list[list[str]] = [[] for _ in c_paths]
         for p in level:
             includes[at[p]] = [m.group(1) for m in _INCLUDE.finditer(text(p))]
