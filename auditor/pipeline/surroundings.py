@@ -69,12 +69,11 @@ def _lacking(
     excluded = [t for t in targets if verdicts.turns_away(gate, t)]
     first, last = gate.body_lines
 
+    inside = [s for s in siblings if s.id != gate.id and function.first <= s.line <= function.last]
+    away = {t.label: [s.body_lines for s in inside if verdicts.turns_away(s, t)] for t in excluded}
+
     def compiled_for(line: int, t: Target) -> bool:
-        return not any(
-            s.body_lines[0] <= line <= s.body_lines[1] and verdicts.turns_away(s, t)
-            for s in siblings
-            if s.id != gate.id and function.first <= s.line <= function.last
-        )
+        return not any(a <= line <= b for a, b in away[t.label])
 
     out = [
         replace(f, notes=AROUND.format(function.name))
