@@ -4,8 +4,10 @@ ptxas assembles ``multimem.red`` for sm_120 and the driver exports ``cuMulticast
 everywhere, yet a multicast object spans GPUs joined by NVSwitch, and no machine with a 12.x
 part has one. Code that needs it cannot run there whatever the gate in front of it says: a
 gate that keeps 12.x away from it agrees with the platform, and "widen the list" points the
-wrong way (``data/platform-facts.json``). Only code counts: comments and strings other than
-PTX (an ``asm`` template, a PTX string handed to an inline-assembly call) are left out.
+wrong way (``data/platform-facts.json``). So it is with peer memory between the GPUs of one
+machine (a collective over CUDA IPC): GB10, the one 12.1 part, is the only GPU in its machine.
+Only code counts: comments and strings other than PTX (an ``asm`` template, a PTX string
+handed to an inline-assembly call) are left out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,17 @@ from functools import cache
 
 from auditor import datafiles
 from auditor.facts import code
+from auditor.model import Word
+
+
+class Reach(Word):
+    """What code of a gate is read for a feature."""
+
+    GUARDED = "guarded"
+    """The code behind a Python gate (:mod:`auditor.pipeline.platforms`)."""
+    FILE = "file"
+    """The whole file the gate is in: the feature is what the file is for (a collective over
+    other GPUs' memory), so every gate in it is in front of code that needs it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +38,15 @@ class Fact:
 
     id: str
     feature: str
+    reach: Reach
     ptx: re.Pattern
     identifiers: re.Pattern
     lacking: frozenset[str]
     why: str
+
+
+NOTHING = "(?!)"
+"""The pattern of a fact with no PTX instruction: it matches nowhere."""
 
 
 @cache
@@ -39,7 +57,8 @@ def facts() -> tuple[Fact, ...]:
         Fact(
             f["id"],
             f["feature"],
-            re.compile(rf"(?<![\w.])(?:{f['ptx']})"),
+            Reach(f["reach"]),
+            re.compile(rf"(?<![\w.])(?:{f.get('ptx', NOTHING)})"),
             re.compile(rf"\b(?:{f['identifiers']})\b"),
             frozenset(f["lacking"]),
             f["why"],

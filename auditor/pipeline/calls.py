@@ -311,7 +311,7 @@ def functions_of(code: str, macro_names: bool = False) -> list[Function]:
             last = pos + 1
             continue
         head = code[max(last, code.rfind(";", 0, pos) + 1) : pos]
-        if _BODY_BEFORE.search(head[-64:]):
+        if _BODY_BEFORE.search(head.rstrip()[-64:]):  # a blanked directive may end the head
             name = _name(code, pos)
             keep = (
                 name is not None

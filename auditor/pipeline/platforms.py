@@ -1,6 +1,9 @@
-"""The system features the code behind a Python gate needs (:mod:`auditor.facts.platform`).
+"""The system features the code behind a gate needs (:mod:`auditor.facts.platform`).
 
-What counts as the code behind a gate that turns a requested target away:
+A ``file`` fact is read in the gate's whole file: a file whose code is a collective over
+other GPUs' memory (``pcie_ipc_all_reduce``, ``cudaIpcOpenMemHandle``) needs several GPUs in
+one machine wherever its gates are. A ``guarded`` fact is read in what counts as the code
+behind a Python gate that turns a requested target away:
 
 - its guarded lines (for a rejection, what follows it), and the classes of its file those
   lines name (``handler: MixedCommHandler``: the object the guarded op works on; its methods
@@ -36,8 +39,9 @@ INCLUDE_DEPTH = 2
 
 
 def with_platform(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Sequence[Target]) -> list[Gate]:
-    """The gates, each Python gate that turns a target away with the system features the code
-    behind it needs that no system of some requested target has (``Gate.platform``)."""
+    """The gates, each that turns a target away with the system features no system of some
+    requested target has that the code behind it needs (``Gate.platform``): read behind a
+    Python gate for a ``guarded`` fact, in the gate's whole file for a ``file`` one."""
     wanted = [f for f in platform.facts() if any(t.capability in f.lacking for t in targets)]
     if not wanted:
         return list(gates)
@@ -49,29 +53,44 @@ def with_platform(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
             texts[path] = by_path[path].data.decode("utf-8", "replace")
         return texts[path]
 
+    behind = [f for f in wanted if f.reach == platform.Reach.GUARDED]
+    whole = [f for f in wanted if f.reach == platform.Reach.FILE]
+    file_needs: dict[str, list[platform.Need]] = {}
+
+    def in_file(g: Gate) -> list[platform.Need]:
+        if g.file not in file_needs:
+            file_needs[g.file] = platform.needs(text(g.file), str(g.language), g.file, 1, whole)
+        return file_needs[g.file]
+
     c_paths = [f.path for f in files if f.language not in ("python", "binary", "binary-listing")]
     out = list(gates)
     for i, g in enumerate(gates):
-        if (
-            g.language != Language.PYTHON
-            or g.file not in by_path
-            or not any(verdicts.turns_away(g, t) for t in targets)
-        ):
+        if g.file not in by_path or not any(verdicts.turns_away(g, t) for t in targets):
             continue
-        lines = text(g.file).split("\n")
-        first, last = guarded_lines(g, lines)
-        if is_build_flag(g):
-            first, last = _function(lines, g.line)
-        if not first or last < first:
-            continue
-        region = "\n".join(lines[first - 1 : last])
-        found = platform.needs(region, "python", g.file, first, wanted)
-        found = found or _in_classes(region, lines, g.file, wanted)
-        if not found and is_build_flag(g):
-            found = _in_sources(region, c_paths, text, wanted)
+        found = in_file(g) if whole else []
+        if g.language == Language.PYTHON and behind:
+            found = found + _behind(g, text, c_paths, behind)
         if found:
             out[i] = replace(g, platform=tuple(dict.fromkeys(f"{n.fact.id} {n.describe()}" for n in found)))
     return out
+
+
+def _behind(
+    g: Gate, text: Callable[[str], str], c_paths: list[str], wanted: list[platform.Fact]
+) -> list[platform.Need]:
+    """What the code behind a Python gate needs (the module docstring says what counts)."""
+    lines = text(g.file).split("\n")
+    first, last = guarded_lines(g, lines)
+    if is_build_flag(g):
+        first, last = _function(lines, g.line)
+    if not first or last < first:
+        return []
+    region = "\n".join(lines[first - 1 : last])
+    found = platform.needs(region, "python", g.file, first, wanted)
+    found = found or _in_classes(region, lines, g.file, wanted)
+    if not found and is_build_flag(g):
+        found = _in_sources(region, c_paths, text, wanted)
+    return found
 
 
 def _in_classes(region: str, lines: list[str], path: str, wanted: list[platform.Fact]) -> list[platform.Need]:

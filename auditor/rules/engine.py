@@ -170,7 +170,7 @@ def apply(
             kept.append(f)
         else:
             used.add(hit)
-    kept = fold(kept, by_id)
+    kept = fold(kept, by_id, targets)
     if active(UNUSED_SUPPRESSION, select, ignore):
         chosen_ids = {r.id for r in chosen}
         for s in marks:

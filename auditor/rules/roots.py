@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 
-from auditor import datafiles
+from auditor import datafiles, verdicts
 from auditor.facts import causes
-from auditor.model import Finding, Gate, Resolution, Severity
+from auditor.model import Classification, Finding, Gate, Guards, Resolution, Severity, Target
 
 SHOWN = 4
 """Other sites a message names; the rest are counted."""
@@ -61,13 +61,15 @@ def _where(r: Resolution) -> tuple[str, str, int]:
     return (r.name, inside, 0) if inside else (r.name, r.file, r.line)
 
 
-def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding]:
+def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequence[Target] = ()) -> list[Finding]:
     """Findings with one per root cause, listing the other sites (``also``).
 
     Findings group by what they share (:func:`_key`); a group whose condition resolves through
     a definition that carries a finding of its own (the decision inside
     ``_compute_enable_deep_gemm()``, the assignment ``use_x = …``) joins that finding's group,
     transitively, whatever the use's own condition text (``X``, ``not X``, ``X and not Y``).
+    A group in the methods of a class whose constructor or support check surely rejects every
+    target it turns away joins that rejection's group: those targets never reach its methods.
     """
     groups: dict[tuple, list[Finding]] = {}
     for f in findings:
@@ -92,6 +94,10 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate]) -> list[Finding
                     via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
                     parent[top(key)] = top(home)
                 break
+    for key, (home, where) in _after_first_checks(groups, gates, targets).items():
+        if top(home) != top(key):
+            via.setdefault(top(home), where)
+            parent[top(key)] = top(home)
     same: dict[tuple, tuple] = {}
     shared: set[tuple] = set()
     """Groups that share a cause with another, none the other's home: the best site speaks for all."""
@@ -130,6 +136,42 @@ def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping
     return [replace(first, also=also, root=root, vendored=tree, message=first.message + _note(root, also, copies))]
 
 
+def _after_first_checks(
+    groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate], targets: Sequence[Target]
+) -> dict[tuple, tuple[tuple, str]]:
+    """The groups in methods of a class that its first check keeps their targets from: each
+    with that check's group and how the check is named (``FrostRunner._check_support`` rejects
+    12.1 before ``get_valid_tactics`` can run). The check is a sure rejection in a method of
+    ``first_methods`` (``data/branch-roles.json``); a group joins when all its gates are in
+    other methods of the same class of the same file and turn away only targets it rejects."""
+    checks: dict[tuple[str, str], tuple[tuple, frozenset[str], str]] = {}
+    for key, group in groups.items():
+        for f in group:
+            gate = gates.get(f.gate)
+            cls, _, method = (gate.context if gate else "").rpartition(".")
+            if gate is None or gate.guards != Guards.REJECT or not cls or not _first_method().fullmatch(method):
+                continue
+            rejected = frozenset(t.label for t in targets if verdicts.turns_away(gate, t))
+            if rejected:
+                where = f"`{gate.context}` ({gate.file}:{gate.line}), which {', '.join(sorted(rejected))} never passes"
+                checks.setdefault((gate.file, cls), (key, rejected, where))
+    out: dict[tuple, tuple[tuple, str]] = {}
+    for key, group in groups.items():
+        found = {(f.file, gate.context.rpartition(".")[0]) for f in group if (gate := gates.get(f.gate)) is not None}
+        check = checks.get(next(iter(found))) if len(found) == 1 else None
+        if check is None or check[0] == key or key[0] == "one":
+            continue
+        away = {t.label for f in group for t in targets if verdicts.turns_away(gates[f.gate], t)}
+        if away and away <= check[1]:
+            out[key] = (check[0], check[2])
+    return out
+
+
+@cache
+def _first_method() -> re.Pattern:
+    return re.compile("|".join(f"(?:{p})" for p in datafiles.read_json("branch-roles.json")["first_methods"]))
+
+
 def _cause(key: tuple, gate: Gate) -> tuple | None:
     """What a group's decision finally rests on, when two spellings can share it: the
     definitions at the end of its chain (``is_sm90_supported() or is_sm100_supported()`` and
@@ -149,8 +191,16 @@ def _cause(key: tuple, gate: Gate) -> tuple | None:
 
 
 def _rank(f: Finding) -> tuple:
-    """Which finding of a group speaks for it: the package's own code, then severity, then place."""
-    return (bool(vendored(f.file)[0]), -Severity(f.severity).rank, f.file, f.line)
+    """Which finding of a group speaks for it: the package's own code, then severity, then the
+    one whose guarded code shows what the target lacks (the helper's ``asm``, not its caller),
+    then place."""
+    return (
+        bool(vendored(f.file)[0]),
+        -Severity(f.severity).rank,
+        f.classification != Classification.HARDWARE,
+        f.file,
+        f.line,
+    )
 
 
 def _homes(groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate]) -> dict[tuple, tuple]:

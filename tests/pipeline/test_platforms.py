@@ -109,3 +109,46 @@ def test_multicast_code_elsewhere_in_the_module_is_not_behind_the_gate():
     gates, findings = run({"pkg/comm/mixed.py": module, "pkg/utils.py": UTILS})
     assert not any(g.platform for g in gates)
     assert "ARCH016" not in {f.rule for f in findings}
+
+
+PEER_ALLREDUCE = """\
+#include <cuda_runtime.h>
+
+bool memop_supported() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return major == 12 && minor == 0;
+}
+
+size_t workspace_bytes(int world_size) {
+  if (memop_supported()) {
+    return 64 * world_size;
+  }
+  return 0;
+}
+
+void peer_ipc_all_reduce(const float* in, float* out, int world_size) {}
+"""
+
+
+def test_a_gate_in_a_collective_over_peer_memory_agrees_that_12_1_machines_have_one_gpu():
+    """GB10 is the only GPU of its machine: an all-reduce over IPC peer memory never runs there,
+    so a test that leaves 12.1 out of its memop mode loses 12.1 nothing."""
+    gates, findings = run({"pkg/csrc/peer_ipc_all_reduce.cu": PEER_ALLREDUCE})
+    (f,) = [f for f in findings if f.line == 11]
+    assert f.rule == "ARCH016" and f.severity == "info"
+    assert "`peer_ipc_all_reduce` (pkg/csrc/peer_ipc_all_reduce.cu:17)" in f.message
+    assert "only GPU in its machine" in f.message
+
+
+def test_the_same_gate_in_a_single_gpu_kernel_file_is_a_minor_version_trap():
+    text = PEER_ALLREDUCE.replace("peer_ipc_all_reduce", "rms_norm")
+    gates, findings = run({"pkg/csrc/rms_norm.cu": text})
+    assert [f.rule for f in findings if f.line == 11] == ["ARCH003"]
+
+
+def test_a_gate_that_also_turns_12_0_away_is_not_excused_by_the_one_gpu_of_12_1():
+    text = PEER_ALLREDUCE.replace("major == 12 && minor == 0", "major >= 9 && major < 12")
+    gates, findings = run({"pkg/csrc/peer_ipc_all_reduce.cu": text})
+    assert [f.rule for f in findings if f.line == 11] == ["ARCH001"]

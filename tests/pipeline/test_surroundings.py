@@ -65,3 +65,17 @@ def test_a_kernel_named_by_a_macro_is_the_function_around_its_gates():
     gates, findings = run(named)
     assert "ARCH007" not in {f.rule for f in findings}
     assert any(f.notes == "around the gate, in `PROGRAM_KERNEL`" for g in gates for f in g.features)
+
+
+def test_a_kernel_whose_signature_is_chosen_by_an_if_group_is_the_function_around_its_gates():
+    """Each arm of an ``#if`` group writes the parameter list; the ``#endif`` with its long
+    comment stands between the last one and the body."""
+    arms = KERNEL.replace(
+        "__global__ void gemm(unsigned bar, unsigned smem, const void* desc, int k) {",
+        "__global__ void\n#if WIDE\ngemm(unsigned bar, unsigned smem, const void* desc, long k)\n#else\n"
+        "gemm(unsigned bar, unsigned smem, const void* desc, int k)\n"
+        "#endif  // WIDE: the signature of the kernel for 64-bit problem sizes, chosen at build time\n{",
+    )
+    gates, findings = run(arms)
+    assert "ARCH007" not in {f.rule for f in findings}
+    assert any(f.notes == "around the gate, in `gemm`" for g in gates for f in g.features)

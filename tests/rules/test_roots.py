@@ -12,7 +12,7 @@ from auditor import arch
 from auditor.model import Finding, Gate, Resolution
 from auditor.pipeline import Options, audit
 from auditor.rules import engine, roots, rulebook
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, audit_texts
 
 TREE = FIXTURES / "rules" / "trees" / "roots"
 
@@ -152,3 +152,71 @@ def test_one_cause_spelled_two_ways_is_one_finding():
         ("pkg/comm.py", 20, (("pkg/fa.py", 10),)),
         ("pkg/fa.py", 30, ()),
     ]
+
+
+RUNNER = """\
+import torch
+
+
+class Runner:
+    def __init__(self, device):
+        arch = torch.cuda.get_device_capability(device)
+        if arch not in ((9, 0), (10, 0), (12, 0)):
+            raise NotImplementedError("runner requires SM90, SM100 or SM120")
+        self.arch = arch
+
+    def tactics(self):
+        capability = torch.cuda.get_device_capability()
+        if capability == (12, 0):
+            return [fast_sm120_tactic()]
+        return [generic_tactic()]
+"""
+
+
+def test_a_class_that_rejects_a_target_in_its_constructor_is_one_cause_with_its_methods_gates():
+    """12.1 never gets past ``Runner.__init__``, so the method's test of 12.0 is not a second
+    trap but another site of the first: widening the constructor is where a user starts."""
+    _, findings = audit_texts({"pkg/runner.py": RUNNER})
+    (f,) = findings
+    assert (f.rule, f.line, f.also) == ("ARCH003", 7, (("pkg/runner.py", 13),))
+    assert "`Runner.__init__` (pkg/runner.py:7), which 12.1 never passes" in f.message
+
+
+def test_a_method_gate_that_turns_away_a_target_the_constructor_lets_through_stays_its_own():
+    text = RUNNER.replace("(10, 0), (12, 0))", "(10, 0), (12, 0), (12, 1))")
+    _, findings = audit_texts({"pkg/runner.py": text})
+    assert [(f.line, f.also) for f in findings] == [(13, ())]
+
+
+ROUNDING = """\
+#pragma once
+#include <cstdint>
+
+__device__ __forceinline__ uint32_t cvt_rs(float a, float b, uint32_t bits);
+
+__device__ __forceinline__ uint32_t round_one(float x, uint32_t bits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && defined(__CUDA_ARCH_FEAT_SM100_ALL)
+  return cvt_rs(x, 0.0f, bits);
+#else
+  return software_round(x, bits);
+#endif
+}
+
+__device__ __forceinline__ uint32_t cvt_rs(float a, float b, uint32_t bits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && defined(__CUDA_ARCH_FEAT_SM100_ALL)
+  uint32_t packed;
+  asm("cvt.rs.f16x2.f32 %0, %2, %1, %3;" : "=r"(packed) : "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(bits));
+  return packed;
+#else
+  return software_round(a, bits);
+#endif
+}
+"""
+
+
+def test_the_site_whose_code_shows_what_the_target_lacks_speaks_for_the_same_condition():
+    """The caller's lines only call the helper; the helper's ``asm`` is what 12.x lacks."""
+    _, findings = audit_texts({"pkg/include/rounding.cuh": ROUNDING})
+    (f,) = [f for f in findings if f.rule == "ARCH005"]
+    assert (f.line, f.also) == (15, (("pkg/include/rounding.cuh", 7),))
+    assert "`cvt.rs.f16x2.f32`" in f.message
