@@ -79,7 +79,7 @@ def test_statistics_counts_per_rule(tree, capsys):
     code, out, _ = run(capsys, "src", "--statistics")
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["3", "ARCH001", "high"]
-    assert lines[-1].split() == ["4", "findings"]
+    assert lines[-1].split() == ["5", "findings"]
 
 
 def test_vendored_glob_orders_own_code_first(tree, capsys):

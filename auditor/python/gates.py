@@ -176,6 +176,8 @@ class Assembler:
             node, lambda p: True in self._at(node, p) and all(False in self._at(e, p) for e in earlier)
         )
         guards = Guards.DEFINE if defines else self._guards(_test_of(node))
+        if guards == Guards.REJECT:
+            admits, surely = self._reached(node, admits, surely)
         resolutions = set(t.resolutions) | self._globals_in(start.start_byte, end.end_byte)
         via = t.via
         resolved_by = (
@@ -331,6 +333,20 @@ class Assembler:
         chain = tuple(f"not ({one_line(self.mod.text(e))})" for e in earlier) + (one_line(self.mod.text(node)),)
         return admits, surely, chain
 
+    def _reached(
+        self, node: Node, admits: tuple[str, ...], surely: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A rejection's capabilities narrowed to those that can reach it through the branches
+        of its function that hold it: ``raise`` under ``if minor < 5`` inside ``if major < 8``
+        rejects 7.0 at most, never 12.0."""
+        around = _enclosing(node)
+        if not around:
+            return admits, surely
+        return (
+            tuple(c for c in admits if all(want in self._truths(e, c) for e, want in around)),
+            tuple(c for c in surely if all(self._truths(e, c) == {want} for e, want in around)),
+        )
+
     def _globals_in(self, start: int, end: int) -> set[Resolution]:
         out = set()
         for node, mod, name in self.it.globals_read.values():
@@ -414,6 +430,12 @@ class Assembler:
             assert t is not None  # some condition is tainted
             body = child(other, "body")
             kw = other.child(0)
+            guards = roles.role(body)
+            surely = tuple(c for c in admits if all(self._truths(e, c) == {False} for e in conds))
+            if guards == Guards.REJECT:
+                admits, surely = self._reached(ifs, admits, surely)
+                if len(admits) == len(self.caps) and not toolkits:
+                    continue
             out.append(
                 Found(
                     line=line_of(kw),
@@ -432,7 +454,8 @@ class Assembler:
                     else ResolvedBy.LITERAL,
                     resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
                     chain=tuple(f"not ({one_line(self.mod.text(c))})" for c in conds if c is not None),
-                    guards=roles.role(body),
+                    guards=guards,
+                    surely=surely if guards == Guards.REJECT else (),
                     name_implies=self._name_implies(t.names),
                     body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
                     toolkits=toolkits,
@@ -555,6 +578,29 @@ def _earlier_conditions(node: Node) -> list[Node]:
                 out.append(child(a, "condition"))
         return out
     return []
+
+
+def _enclosing(node: Node) -> list[tuple[Node, bool]]:
+    """The conditions of the branches of its function that hold ``node``, each with the value
+    it has on the way in (an ``elif`` or ``else`` body comes after its earlier conditions fail)."""
+    out: list[tuple[Node, bool]] = []
+    p = node.parent
+    while p is not None and p.type not in ("function_definition", "class_definition", "lambda"):
+        owner = p.parent if p.type == "block" else None
+        if owner is not None and owner.type == "if_statement" and child(owner, "consequence") == p:
+            out.append((child(owner, "condition"), True))
+        elif owner is not None and owner.type in ("elif_clause", "else_clause") and owner.parent is not None:
+            ifs = owner.parent
+            out.append((child(ifs, "condition"), False))
+            for a in ifs.children_by_field_name("alternative"):
+                if a.id == owner.id:
+                    break
+                if a.type == "elif_clause":
+                    out.append((child(a, "condition"), False))
+            if owner.type == "elif_clause":
+                out.append((child(owner, "condition"), True))
+        p = p.parent
+    return [(c, want) for c, want in out if c is not None]
 
 
 def _if_of(node: Node) -> Node | None:

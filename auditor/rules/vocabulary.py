@@ -383,7 +383,8 @@ def own_architecture(v: GateView) -> bool:
 def _names_minor(expression: str, capability: str) -> bool:
     """Whether a condition writes out one capability (``(12, 1)``, ``121``, ``1210``, ``sm_121``,
     ``major == 12 and minor == 1``, ``is_sm121_supported()``), or puts a bound right at it
-    (``sm > 120`` and ``minor >= 1`` start at 12.1: written about that minor)."""
+    (``sm > 120`` and ``major == 12 and minor >= 1`` start at 12.1: written about that minor;
+    ``major == 9 and minor >= 0`` is about 9.x alone)."""
     c = _cap(capability)
     major, minor = c.major, c.minor
     forms = (
@@ -395,7 +396,10 @@ def _names_minor(expression: str, capability: str) -> bool:
         return True
     if re.search(rf"\b{major}\b", expression) and re.search(rf"minor\s*[=!]=\s*{minor}\b", expression):
         return True
-    return any(_bound_at(m, c) for m in _BOUND.finditer(expression))
+    return any(
+        _bound_at(m, c) and (not m.group(1).endswith("minor") or re.search(rf"\b{major}\b", expression))
+        for m in _BOUND.finditer(expression)
+    )
 
 
 _BOUND = re.compile(r"(\w+)\s*(>=|>|<=|<)\s*(\d+)\b")

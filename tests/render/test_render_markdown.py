@@ -17,7 +17,7 @@ def test_fixture_report_links_and_escapes():
     result = scan(REPORTS, formats=("markdown",), extra_args=("--link-base", "https://github.com/o/r/blob/abc123/"))
     text = markdown.render(result)
     assert text.startswith(
-        "### archaudit: 4 decisions route 12.0, 12.1 away from a fast path (3 of them guard code 12.0, 12.1 can run)\n"
+        "### archaudit: 5 decisions route 12.0, 12.1 away from a fast path (3 of them guard code 12.0, 12.1 can run)\n"
     )
     assert "\n13 of 15 architecture gates exclude 12.0, 12.1.\n" in text
     assert "[`comm/allreduce.cuh:8`](https://github.com/o/r/blob/abc123/comm/allreduce.cuh#L8)" in text

@@ -237,3 +237,61 @@ def test_a_later_fallback_shared_with_older_devices_is_not_a_newer_branch():
     decision = decisions(gates)[by_line[3].id]
     assert decision.route(T120) is by_line[5]
     assert not decision.newer_branch_takes(by_line[3], T120)
+
+
+PER_MAJOR = """import torch
+
+
+def constraints(compute_capability):
+    major, minor = compute_capability
+    if major == 7:
+        return 2, 2
+    elif major == 8:
+        return 4, 2
+    elif major == 9 and minor >= 0:
+        return 8, 8
+    else:
+        raise ValueError(f"Unsupported compute capability: {major}.{minor}")
+
+
+def divide():
+    return constraints(torch.cuda.get_device_capability())
+"""
+
+
+def test_an_else_that_raises_after_a_per_major_table_surely_rejects_what_the_table_leaves_out():
+    """The ``else`` is taken wherever every branch is surely false: 12.x meets the ``raise``.
+    ``minor >= 0`` is about 9.x (the major beside it), not a bound written at 12.0."""
+    gates, findings = run("t.py", PER_MAJOR)
+    (other,) = [g for g in gates if g.line == 12]
+    assert {"12.0", "12.1", "10.0"} <= set(other.surely)
+    (f,) = findings
+    assert (f.rule, f.severity, f.line) == ("ARCH002", "high", 12)
+    assert "this check rejects" in f.message
+
+
+def test_a_per_major_table_with_a_general_else_is_no_list_that_omits_the_target():
+    """The same table whose ``else`` is the general value: 12.x takes it, nothing is rejected,
+    and a comparison chain is not read as a list (a legacy floor reads the same way)."""
+    general = PER_MAJOR.replace('raise ValueError(f"Unsupported compute capability: {major}.{minor}")', "return 1, 1")
+    _, findings = run("t.py", general)
+    assert [f.rule for f in findings if f.rule == "ARCH002"] == []
+
+
+NESTED_REJECTION = """import torch
+
+
+def downgrade_for_legacy(config):
+    if torch.cuda.get_device_capability()[0] < 8:
+        config.dtype = torch.float16
+        if torch.cuda.get_device_capability()[1] < 5:
+            raise RuntimeError("only sm75 and above are supported")
+"""
+
+
+def test_a_rejection_inside_a_branch_for_older_parts_rejects_only_what_reaches_it():
+    """``minor < 5`` is true on 12.0, but only 7.x gets past ``major < 8`` to the ``raise``."""
+    gates, findings = run("t.py", NESTED_REJECTION)
+    (inner,) = [g for g in gates if g.line == 7]
+    assert inner.admits == ("7.0",) and inner.surely == ("7.0",)
+    assert findings == []
