@@ -338,14 +338,13 @@ class Assembler:
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """A rejection's capabilities narrowed to those that can reach it through the branches
         of its function that hold it: ``raise`` under ``if minor < 5`` inside ``if major < 8``
-        rejects 7.0 at most, never 12.0."""
+        rejects 7.0 at most, never 12.0. A branch on something else (``if params is not
+        None:``) leaves the rejection as sure as it was: it is met whenever that feature is used."""
         around = _enclosing(node)
         if not around:
             return admits, surely
-        return (
-            tuple(c for c in admits if all(want in self._truths(e, c) for e, want in around)),
-            tuple(c for c in surely if all(self._truths(e, c) == {want} for e, want in around)),
-        )
+        reached = {c for c in admits if all(want in self._truths(e, c) for e, want in around)}
+        return tuple(c for c in admits if c in reached), tuple(c for c in surely if c in reached)
 
     def _globals_in(self, start: int, end: int) -> set[Resolution]:
         out = set()

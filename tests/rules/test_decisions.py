@@ -295,3 +295,14 @@ def test_a_rejection_inside_a_branch_for_older_parts_rejects_only_what_reaches_i
     (inner,) = [g for g in gates if g.line == 7]
     assert inner.admits == ("7.0",) and inner.surely == ("7.0",)
     assert findings == []
+
+
+def test_a_rejection_inside_a_branch_on_an_option_is_as_sure_as_it_was():
+    """``if params is not None:`` is about the request, not the device: whoever uses the option
+    on 12.x meets the ``raise``."""
+    text = NESTED_REJECTION.replace("torch.cuda.get_device_capability()[0] < 8", "config.params is not None").replace(
+        "torch.cuda.get_device_capability()[1] < 5", "torch.cuda.get_device_capability()[0] not in (9, 10)"
+    )
+    gates, _ = run("t.py", text)
+    (inner,) = [g for g in gates if g.line == 7]
+    assert {"12.0", "12.1"} <= set(inner.surely)

@@ -173,3 +173,54 @@ def test_a_reason_that_names_the_turned_away_parts_sibling_states_no_scope_for_i
     assert f.rule == "ARCH003"
     (g,) = run({"pkg/backend.py": SIBLING.replace(", (12, 0)", "").replace(" or SM120", "")})
     assert g.rule == "ARCH013"  # a list of other generations with its reason: scope stated
+
+
+SPARSE = """\
+import torch
+
+
+def is_sparse_supported():
+    major, _ = torch.cuda.get_device_capability()
+    if major not in (9, 10):
+        return False, "Sparse MLA is only supported on {names} devices."
+    return True, None
+"""
+
+
+def test_a_reason_that_names_the_admitted_parts_by_their_generation_states_scope():
+    """``Hopper and Blackwell DC`` are 9.0 and 10.x: the reason says what exists."""
+    findings = run({"pkg/sparse.py": SPARSE.format(names="Hopper and Blackwell DC")})
+    assert [f.rule for f in findings] == ["ARCH013"]
+    assert "only supported on Hopper and Blackwell DC devices" in findings[0].message
+
+
+def test_a_reason_that_names_no_part_states_no_scope():
+    findings = run({"pkg/sparse.py": SPARSE.format(names="some")})
+    assert [f.rule for f in findings] == ["ARCH002"]
+
+
+ELSE_REJECTS = """\
+import torch
+
+
+def is_sm12x_supported():
+    return torch.cuda.get_device_capability()[0] == 12
+
+
+def is_sm100a_supported():
+    return torch.cuda.get_device_capability()[0] == 10
+
+
+def group_gemm(a):
+    if is_sm12x_supported():
+        return gemm_sm120(a)
+    elif is_sm100a_supported():
+        return gemm_sm100(a)
+    else:
+        raise ValueError("Unsupported device for group GEMM")
+"""
+
+
+def test_the_else_of_a_chain_with_a_branch_for_the_target_reports_nothing():
+    """12.x takes its own branch; the ``else`` rejects the rest, the names keep their promises."""
+    assert run({"pkg/gemm.py": ELSE_REJECTS}) == []
