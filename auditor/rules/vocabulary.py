@@ -264,15 +264,18 @@ def states_scope(v: GateView) -> bool:
     """A comment beside the gate, or beside the flag or predicate it reads, states what exists for
     a part it admits (``# The SM100 mega kernels exist for compute capability 10.x only``): the gate
     restates the kernels' scope, not a list that forgot the target (:mod:`auditor.facts.remarks`).
-    Not when it names a part of a turned-away target's own major (``requires compute capability
-    12.0``, ``requires SM80, SM90, SM100 or SM120`` where 12.1 is turned away): written for the
-    part the author had, it says nothing of its sibling, which is the trap itself."""
+    Not when it names a part of a turned-away target's own major that the gate lets through
+    (``requires compute capability 12.0``, ``requires SM80, SM90, SM100 or SM120`` where 12.1 is
+    turned away): written for the part the author had, it says nothing of its sibling, which is
+    the trap itself. A statement that names the turned-away major as lacking (``SM12x lacks
+    tcgen05 MMA required by this kernel``) is about the target, and stands."""
     if not v.gate.scope:
         return False
     stated = names.stated_architectures(v.gate.scope)
-    if any(_cap(c).major == _cap(t.capability).major for c in stated for t in v.excluded):
-        return False
-    return True
+    admitted = set(v.capabilities)
+    return not any(
+        _cap(c).major == _cap(t.capability).major and c in admitted for c in stated for t in v.excluded
+    )
 
 
 SHAPE_PINS = 2

@@ -133,3 +133,25 @@ def test_a_shape_looked_up_in_a_table_of_rows_is_pinned():
     (f,) = run(ROWS)
     assert f.rule == "ARCH014" and "(for one problem shape: m, k, n)" in f.message
     assert {f.rule for f in run(ROWS.replace(" and (m, k, n) in _PRODUCTION_SHAPES", ""))} == {"ARCH003"}
+
+
+QUALIFIED = '''\
+import torch
+
+
+def gdn_prefill_default(config):
+    """FlashInfer for the narrow SM90/SM100 GDN prefill domains we validated, else None."""
+    major = torch.cuda.get_device_capability()[0]
+    if config.deterministic or major not in (9, 10):
+        return None
+    return "flashinfer"
+'''
+
+
+def test_a_choice_made_on_the_parts_it_was_validated_on_is_a_speed_choice():
+    """The author qualified the backend on 9.x and 10.x: on 12.x it is a measurement to make,
+    not a list that forgot the target."""
+    findings = run(QUALIFIED)
+    assert [(f.rule, f.severity) for f in findings] == [("ARCH014", "low")]
+    assert "we validated" in findings[0].message
+    assert [f.rule for f in run(QUALIFIED.replace(" we validated", ""))] == ["ARCH002"]

@@ -224,3 +224,71 @@ def group_gemm(a):
 def test_the_else_of_a_chain_with_a_branch_for_the_target_reports_nothing():
     """12.x takes its own branch; the ``else`` rejects the rest, the names keep their promises."""
     assert run({"pkg/gemm.py": ELSE_REJECTS}) == []
+
+
+CUTLASS = """\
+import torch
+
+
+def is_sm100a_supported():
+    return torch.cuda.get_device_capability()[0] == 10
+
+
+def is_sm110a_supported():
+    return torch.cuda.get_device_capability()[0] == 11
+
+
+def get_fmha_module():
+    if is_sm100a_supported() or is_sm110a_supported():
+        return build_sm100_fmha()
+    else:
+        raise ValueError(
+            "CUTLASS FMHA requires SM100a or SM110a. "
+            "SM12x lacks tcgen05 MMA required by this kernel."
+        )
+
+
+def pick_backend(head_dim_qk, head_dim_vo):
+    if (is_sm100a_supported() or is_sm110a_supported()) and head_dim_qk == 128 and head_dim_vo == 128:
+        return "cutlass"
+    return "fa2"
+"""
+
+
+def test_a_shape_pinned_choice_of_kernels_whose_rejection_states_their_scope_is_that_scope():
+    """The shape-pinned choice of the same kernels is no speed choice for 12.x: they cannot run
+    there, as the rejection of the same predicates says."""
+    (f,) = run({"pkg/prefill.py": CUTLASS})
+    assert f.rule == "ARCH013" and ("pkg/prefill.py", 23) in f.also
+    assert "CUTLASS FMHA requires SM100a or SM110a." in f.message
+
+
+def test_a_reason_that_names_the_turned_away_major_as_lacking_still_states_scope():
+    """Naming 12.x as what the kernels lack is about the target, unlike naming an admitted
+    sibling (``requires SM80 or SM120`` with 12.1 out), which is the trap itself."""
+    reason = "requires SM90 or SM100 (SM12x lacks the tcgen05 MMA it needs)"
+    findings = run({"pkg/utils.py": UTILS, "pkg/fusion.py": FUSION.format(reason=reason), "pkg/config.py": CONFIG})
+    assert findings and {f.rule for f in findings} == {"ARCH013"}
+
+
+WRITTEN_AGAINST = """\
+import torch
+
+
+class SparseResolver:
+    supported_capabilities = {(9, 0), (10, 0), (10, 3)}
+
+    @classmethod
+    def resolve(cls):
+        capability = torch.cuda.get_device_capability()
+        # The vendored Triton tile-64 kernel is written against Hopper and
+        # Blackwell block-sparse geometry; older architectures fail closed.
+        if capability not in cls.supported_capabilities:
+            raise ValueError("sparse attention needs compute capability 9.0, 10.0 or 10.3")
+        return "sparse"
+"""
+
+
+def test_a_comment_that_says_what_the_kernel_is_written_against_states_scope():
+    findings = run({"pkg/resolver.py": WRITTEN_AGAINST})
+    assert [f.rule for f in findings] == ["ARCH013"]
