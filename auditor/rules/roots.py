@@ -4,9 +4,11 @@ A predicate, flag or derived macro that a condition names carries the decision f
 that uses it; when the definition holds a finding of its own (the decision that sets the flag),
 the uses fold into that one. A flag tested at several places of one function is one decision;
 the same condition repeated in one file (or in copies of one vendored file) is one cause. The
-folded finding lists the other sites (``also``) and names the root (``root``). Rules that judge
-routes (ARCH001-003, ARCH007) say one thing of a decision and fold together; the others by rule.
-Vendored copies are known by their folder (``data/vendored.json``).
+folded finding lists the other sites (``also``) and names the root (``root``). A class whose
+constructor or support check surely rejects a target is the one cause of its methods' gates for
+that target: the target never reaches them. Rules that judge routes (ARCH001-003, ARCH007) say
+one thing of a decision and fold together; the others by rule. Vendored copies are known by
+their folder (``data/vendored.json``).
 """
 
 from __future__ import annotations
@@ -139,12 +141,13 @@ def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping
 def _after_first_checks(
     groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate], targets: Sequence[Target]
 ) -> dict[tuple, tuple[tuple, str]]:
-    """The groups in methods of a class that its first check keeps their targets from: each
-    with that check's group and how the check is named (``FrostRunner._check_support`` rejects
-    12.1 before ``get_valid_tactics`` can run). The check is a sure rejection in a method of
+    """The groups in a class that its first check keeps their targets from: each with that
+    check's group and how the check is named (``FrostRunner._check_support`` rejects 12.1
+    before ``get_valid_tactics`` can run). The check is a sure rejection in a method of
     ``first_methods`` (``data/branch-roles.json``); a group joins when all its gates are in
-    other methods of the same class of the same file and turn away only targets it rejects."""
-    checks: dict[tuple[str, str], tuple[tuple, frozenset[str], str]] = {}
+    the same class of the same file (after the check, when in its method) and turn away only
+    targets it rejects."""
+    checks: dict[tuple[str, str], tuple[tuple, frozenset[str], str, Gate]] = {}
     for key, group in groups.items():
         for f in group:
             gate = gates.get(f.gate)
@@ -154,16 +157,20 @@ def _after_first_checks(
             rejected = frozenset(t.label for t in targets if verdicts.turns_away(gate, t))
             if rejected:
                 where = f"`{gate.context}` ({gate.file}:{gate.line}), which {', '.join(sorted(rejected))} never passes"
-                checks.setdefault((gate.file, cls), (key, rejected, where))
+                checks.setdefault((gate.file, cls), (key, rejected, where, gate))
     out: dict[tuple, tuple[tuple, str]] = {}
     for key, group in groups.items():
-        found = {(f.file, gate.context.rpartition(".")[0]) for f in group if (gate := gates.get(f.gate)) is not None}
+        members = [g for f in group if (g := gates.get(f.gate)) is not None]
+        found = {(g.file, g.context.rpartition(".")[0]) for g in members}
         check = checks.get(next(iter(found))) if len(found) == 1 else None
         if check is None or check[0] == key or key[0] == "one":
             continue
-        away = {t.label for f in group for t in targets if verdicts.turns_away(gates[f.gate], t)}
-        if away and away <= check[1]:
-            out[key] = (check[0], check[2])
+        home, rejected, where, first = check
+        if any(g.context == first.context and g.line < first.line for g in members):
+            continue
+        away = {t.label for g in members for t in targets if verdicts.turns_away(g, t)}
+        if away and away <= rejected:
+            out[key] = (home, where)
     return out
 
 

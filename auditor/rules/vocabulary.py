@@ -273,9 +273,7 @@ def states_scope(v: GateView) -> bool:
         return False
     stated = names.stated_architectures(v.gate.scope)
     admitted = set(v.capabilities)
-    return not any(
-        _cap(c).major == _cap(t.capability).major and c in admitted for c in stated for t in v.excluded
-    )
+    return not any(_cap(c).major == _cap(t.capability).major and c in admitted for c in stated for t in v.excluded)
 
 
 SHAPE_PINS = 2
