@@ -853,9 +853,20 @@ def _promised(gate: Gate) -> set[str]:
     Only when the extractor found a name whose definition differs from its promise
     (``name_implies``); read from the names table for every name in the condition, so that
     ``is_sm90_supported() or is_sm100_supported()`` promises 9.0 and 10.0, and a wrapper
-    whose own name promises nothing promises nothing.
+    whose own name promises nothing promises nothing. A flag beside them promises what its value
+    names (``sm90 or is_sm12x_supported()`` where ``sm90 = is_sm90a_supported()``: 9.0 and 12.x);
+    a condition that reads a name promising nothing promises nothing as a whole.
     """
-    return set(_named(gate.expression)) if gate.name_implies else set()
+    if not gate.name_implies:
+        return set()
+    out = set(_named(gate.expression))
+    for r in causes.named_definitions(gate):
+        if not names.promised(r.name):  # a flag: what its value names promises (``sm90 = is_sm90a_supported()``)
+            value = _named(r.detail)
+            if not value:
+                return set()  # a name that promises nothing: what it admits is its own
+            out |= value
+    return out
 
 
 @lru_cache(maxsize=4096)

@@ -292,3 +292,54 @@ class SparseResolver:
 def test_a_comment_that_says_what_the_kernel_is_written_against_states_scope():
     findings = run({"pkg/resolver.py": WRITTEN_AGAINST})
     assert [f.rule for f in findings] == ["ARCH013"]
+
+
+FLAG_BESIDE = """\
+import torch
+
+
+def is_sm90a_supported(device):
+    return torch.cuda.get_device_capability(device)[0] == 9
+
+
+def is_sm12x_supported(device):
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 12:
+        return False
+    return torch.version.cuda >= ("12.9" if minor >= 1 else "12.8")
+
+
+def proxy_score(q):
+    sm90 = is_sm90a_supported(q.device)
+    if not (sm90 or is_sm12x_supported(q.device)):
+        raise RuntimeError("proxy_score needs a Hopper or a 12.x part")
+    return q
+"""
+
+
+def test_a_flag_beside_a_predicate_promises_what_its_value_names():
+    """9.0 is admitted through ``sm90``, not by ``is_sm12x_supported``: no over-permissive name."""
+    assert "ARCH004" not in {f.rule for f in run({"pkg/proxy.py": FLAG_BESIDE})}
+
+
+DISPATCH = """\
+import torch
+
+
+def flash_attn_fwd(q):
+    compute_capability = torch.cuda.get_device_capability()[0]
+    if compute_capability == 9:
+        fa_fwd = ForwardSm90(q)
+    elif compute_capability in [10, 11]:
+        fa_fwd = ForwardSm100(q)
+    else:
+        raise ValueError(f"Unsupported compute capability: {compute_capability}. Supported: 9.x, 10.x, 11.x")
+    return fa_fwd
+"""
+
+
+def test_the_else_of_a_dispatch_that_lists_what_is_supported_states_scope():
+    """Each branch builds one architecture's kernel class; the ``else`` says which exist."""
+    findings = run({"pkg/fa.py": DISPATCH})
+    assert [(f.rule, f.line) for f in findings] == [("ARCH013", 10)]
+    assert "Supported: 9.x, 10.x, 11.x" in findings[0].message
