@@ -138,6 +138,26 @@ def _reason_return(stmt: Node) -> bool:
     )
 
 
+def _returns_tuning(stmt: Node) -> bool:
+    """``return SAGE_KEY_BLOCK_SIZE``, or ``return 128`` in ``def _key_block_size()``: the
+    function answers a tuning value, and the branch chooses which."""
+    values = [c for c in stmt.named_children if c.type != "comment"]
+    if len(values) != 1:
+        return False
+    value = values[0]
+    if value.type in ("identifier", "attribute"):
+        return _roles().tuning_names.fullmatch(text_of(value).rpartition(".")[2]) is not None
+    function = stmt.parent
+    while function is not None and function.type != "function_definition":
+        function = function.parent
+    name = child(function, "name") if function is not None else None
+    return (
+        value.type in ("integer", "float")
+        and name is not None
+        and _roles().tuning_names.fullmatch(text_of(name).lstrip("_")) is not None
+    )
+
+
 def error_return(stmt: Node) -> bool:
     """``return False, "why"`` (or ``return (False, "why")``): a tuple whose first element is an error shape."""
     if stmt.type != "return_statement":
@@ -160,6 +180,8 @@ def _statement(stmt: Node) -> Guards | None:
         or (stmt.type == "return_statement" and _reason_return(stmt))
     ):
         return Guards.REJECT
+    if stmt.type == "return_statement" and _returns_tuning(stmt):
+        return Guards.TUNE
     if stmt.type != "expression_statement" or not stmt.named_children:
         return Guards.TAKE
     expr = stmt.named_children[0]

@@ -96,7 +96,8 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
                     via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
                     parent[top(key)] = top(home)
                 break
-    for key, (home, where) in _after_first_checks(groups, gates, targets).items():
+    after, moot = _after_first_checks(groups, gates, targets)
+    for key, (home, where) in after.items():
         if top(home) != top(key):
             via.setdefault(top(home), where)
             parent[top(key)] = top(home)
@@ -114,7 +115,8 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
         shared.add(top(same[cause]))
     members: dict[tuple, list[Finding]] = {}
     for key, group in groups.items():
-        members.setdefault(top(key), []).extend(group)
+        if key not in moot:
+            members.setdefault(top(key), []).extend(group)
     return [
         f
         for key, group in members.items()
@@ -140,13 +142,56 @@ def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping
 
 def _after_first_checks(
     groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate], targets: Sequence[Target]
+) -> tuple[dict[tuple, tuple[tuple, str]], set[tuple]]:
+    """The groups that an earlier check keeps their targets from, each with that check's group
+    and how the check is named; and the groups behind a check that carries no finding (the
+    rules accept it), which say nothing more.
+
+    The check is a sure rejection of every target the group turns away, either earlier in the
+    same function (``if capability != (12, 0): raise`` before ``if not sm120a_available():
+    raise``), or in a method of ``first_methods`` (``data/branch-roles.json``) of the same class
+    (``FrostRunner._check_support`` rejects 12.1 before ``get_valid_tactics`` can run), for
+    groups whose gates are all in that class of that file (after the check, in its method)."""
+    at: dict[str, tuple] = {f.gate: key for key, group in groups.items() for f in group}
+    earlier: dict[tuple[str, str], list[tuple[Gate, frozenset[str]]]] = {}
+    for g in gates.values():
+        if g.guards == Guards.REJECT and g.context:
+            rejected = frozenset(t.label for t in targets if verdicts.turns_away(g, t))
+            if rejected:
+                earlier.setdefault((g.file, g.context), []).append((g, rejected))
+    after: dict[tuple, tuple[tuple, str]] = {}
+    moot: set[tuple] = set()
+    for key, group in groups.items():
+        members = [m for f in group if (m := gates.get(f.gate)) is not None]
+        if key[0] == "one" or not members or len({(g.file, g.context) for g in members}) != 1:
+            continue
+        first = min(members, key=lambda g: g.line)
+        away = {t.label for g in members for t in targets if verdicts.turns_away(g, t)}
+        check = next(
+            (
+                e
+                for e, rejected in earlier.get((first.file, first.context), ())
+                if e.line < first.line and away <= rejected
+            ),
+            None,
+        )
+        if check is None or not away:
+            continue
+        if check.id in at:
+            names = ", ".join(sorted(away))
+            after[key] = (at[check.id], f"this check, which {names} never passes")
+        else:
+            moot.add(key)
+    for key, home in _class_checks(groups, gates, targets).items():
+        after.setdefault(key, home)
+    return after, moot
+
+
+def _class_checks(
+    groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate], targets: Sequence[Target]
 ) -> dict[tuple, tuple[tuple, str]]:
-    """The groups in a class that its first check keeps their targets from: each with that
-    check's group and how the check is named (``FrostRunner._check_support`` rejects 12.1
-    before ``get_valid_tactics`` can run). The check is a sure rejection in a method of
-    ``first_methods`` (``data/branch-roles.json``); a group joins when all its gates are in
-    the same class of the same file (after the check, when in its method) and turn away only
-    targets it rejects."""
+    """The groups in a class that its first check keeps their targets from (see
+    :func:`_after_first_checks`)."""
     checks: dict[tuple[str, str], tuple[tuple, frozenset[str], str, Gate]] = {}
     for key, group in groups.items():
         for f in group:
@@ -156,7 +201,7 @@ def _after_first_checks(
                 continue
             rejected = frozenset(t.label for t in targets if verdicts.turns_away(gate, t))
             if rejected:
-                where = f"`{gate.context}` ({gate.file}:{gate.line}), which {', '.join(sorted(rejected))} never passes"
+                where = f"this check in `{gate.context}`, which {', '.join(sorted(rejected))} never passes"
                 checks.setdefault((gate.file, cls), (key, rejected, where, gate))
     out: dict[tuple, tuple[tuple, str]] = {}
     for key, group in groups.items():

@@ -232,3 +232,30 @@ def test_a_stated_scope_answers_before_the_other_package_s_build():
         files = [SourceFile("app/attention.py", textwrap.dedent(text).encode(), "python", "t")]
         findings = pipeline.audit_input(files, "t", options)[1]
         assert [f.rule for f in findings if f.line == 21] == [rule]
+
+
+SPARGE = """
+import torch
+
+
+class SpargeResolver:
+    supported_capabilities = {(8, 0), (8, 6), (8, 9), (9, 0)}
+
+    @classmethod
+    def resolve(cls):
+        if torch.cuda.get_device_capability() not in cls.supported_capabilities:
+            raise ValueError("SpargeAttention needs 8.0 to 9.0")
+        from spas_sage_attn import spas_sage2_attn_meansim_topk_cuda  # noqa: F401
+
+        return "sparge"
+"""
+
+
+def test_a_resolver_that_imports_a_source_built_attention_package_depends_on_its_build():
+    """SpargeAttn compiles its kernels when it is installed, for the architectures its setup
+    lists: that build, which the input does not hold, decides (ARCH011), not the list here."""
+    files = [SourceFile("app/resolver.py", textwrap.dedent(SPARGE).encode(), "python", "t")]
+    options = pipeline.Options(targets=arch.parse_targets("12.0,12.1"), jobs=1)
+    _, findings, _ = pipeline.audit_input(files, "t", options)
+    assert [f.rule for f in findings] == ["ARCH011"]
+    assert "SpargeAttn" in findings[0].message

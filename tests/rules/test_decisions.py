@@ -171,7 +171,7 @@ def test_a_bare_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
 
 def test_an_early_return_sequence_is_one_decision():
     text = (
-        "import torch\n\n\ndef tile():\n    major, minor = torch.cuda.get_device_capability()\n"
+        "import torch\n\n\ndef variant():\n    major, minor = torch.cuda.get_device_capability()\n"
         "    if major == 12 and minor == 0:\n        return 128\n"
         "    if major == 12 and minor == 1:\n        return 96\n    return 64\n"
     )
@@ -306,3 +306,28 @@ def test_a_rejection_inside_a_branch_on_an_option_is_as_sure_as_it_was():
     gates, _ = run("t.py", text)
     (inner,) = [g for g in gates if g.line == 7]
     assert {"12.0", "12.1"} <= set(inner.surely)
+
+
+BLOCK_SIZE = """import torch
+
+SAGE_BLOCK_SIZE = 128
+SUBBLOCK_BLOCK_SIZE = 64
+
+
+def _sage_key_block_size():
+    if torch.cuda.get_device_capability() == (12, 0):
+        return SUBBLOCK_BLOCK_SIZE
+    return SAGE_BLOCK_SIZE
+"""
+
+
+def test_a_branch_that_returns_a_block_size_tunes():
+    """The function answers a tuning value: 12.1 runs with the other one, no kernel is off."""
+    gates, findings = run("t.py", BLOCK_SIZE)
+    (g,) = [g for g in gates if g.line == 8]
+    assert g.guards == "tune"
+    assert [f.rule for f in findings] == ["ARCH012"]
+    numbers = BLOCK_SIZE.replace("return SUBBLOCK_BLOCK_SIZE", "return 64").replace(
+        "return SAGE_BLOCK_SIZE", "return 128"
+    )
+    assert [f.rule for f in run("t.py", numbers)[1]] == ["ARCH012"]

@@ -179,7 +179,7 @@ def test_a_class_that_rejects_a_target_in_its_constructor_is_one_cause_with_its_
     _, findings = audit_texts({"pkg/runner.py": RUNNER})
     (f,) = findings
     assert (f.rule, f.line, f.also) == ("ARCH003", 7, (("pkg/runner.py", 13),))
-    assert "`Runner.__init__` (pkg/runner.py:7), which 12.1 never passes" in f.message
+    assert "this check in `Runner.__init__`, which 12.1 never passes" in f.message
 
 
 def test_a_method_gate_that_turns_away_a_target_the_constructor_lets_through_stays_its_own():
@@ -220,3 +220,38 @@ def test_the_site_whose_code_shows_what_the_target_lacks_speaks_for_the_same_con
     (f,) = [f for f in findings if f.rule == "ARCH005"]
     assert (f.line, f.also) == (15, (("pkg/include/rounding.cuh", 7),))
     assert "`cvt.rs.f16x2.f32`" in f.message
+
+
+SEQUENCE = """\
+import torch
+
+
+def check_device():
+    capability = torch.cuda.get_device_capability()
+    if capability != (12, 0):
+        raise RuntimeError("the SM120 backend requires compute capability 12.0")
+    if not toolkit_targets_sm120a(capability):
+        raise RuntimeError("the toolkit cannot target sm_120a")
+
+
+def toolkit_targets_sm120a(capability):
+    return capability == (12, 0) and torch.version.cuda >= "12.8"
+"""
+
+
+def test_a_check_after_one_that_surely_rejects_the_same_targets_says_nothing_more():
+    """12.1 never reaches the second ``raise``: one finding, the first check, lists it."""
+    _, findings = audit_texts({"pkg/runtime.py": SEQUENCE})
+    (f,) = [f for f in findings if f.line in (6, 8)]
+    assert f.line == 6 and ("pkg/runtime.py", 8) in f.also
+    assert "(one root cause, this check, which 12.1 never passes; also at pkg/runtime.py:8)" in f.message
+
+
+def test_a_check_behind_an_accepted_rejection_of_the_same_targets_is_not_reported():
+    """The first check names 12.1 and says why (no finding); the list after it is never met there."""
+    text = SEQUENCE.replace(
+        'if capability != (12, 0):\n        raise RuntimeError("the SM120 backend requires compute capability 12.0")',
+        'if capability == (12, 1):\n        raise RuntimeError("GB10 lacks the shared memory this kernel needs")',
+    ).replace("if not toolkit_targets_sm120a(capability):", "if capability not in ((9, 0), (12, 0)):")
+    _, findings = audit_texts({"pkg/runtime.py": text})
+    assert [f for f in findings if f.line in (6, 8)] == []

@@ -64,7 +64,7 @@ def test_sglang_allreduce_fusion_allow_list_is_listed_with_its_reason():
     result = audit([str(wheel("sglang==0.5.15"))], Options(jobs=2))
     (f,) = [f for f in result.findings if f.file == "sglang/srt/arg_groups/overrides.py" and f.line == 1386]
     assert f.rule == "ARCH013" and f.severity == "info"
-    assert '"FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs."' in f.message
+    assert '"FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.' in f.message
     assert {("sglang/srt/layers/communicator.py", 170), ("sglang/srt/layers/flashinfer_comm_fusion.py", 49)} <= set(
         f.also
     )
