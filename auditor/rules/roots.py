@@ -149,74 +149,70 @@ def _after_first_checks(
 
     The check is a sure rejection of every target the group turns away, either earlier in the
     same function (``if capability != (12, 0): raise`` before ``if not sm120a_available():
-    raise``), or in a method of ``first_methods`` (``data/branch-roles.json``) of the same class
-    (``FrostRunner._check_support`` rejects 12.1 before ``get_valid_tactics`` can run), for
-    groups whose gates are all in that class of that file (after the check, in its method)."""
+    raise``), or, with a finding of its own, in a method of ``first_methods``
+    (``data/branch-roles.json``) of the same class (``FrostRunner._check_support`` rejects 12.1
+    before ``get_valid_tactics`` can run), for groups whose gates are all in that class of that
+    file (after the check, in its method). Only the functions and classes findings are in are
+    read: a handful of a scan's rejections, not all of them."""
     at: dict[str, tuple] = {f.gate: key for key, group in groups.items() for f in group}
-    earlier: dict[tuple[str, str], list[tuple[Gate, frozenset[str]]]] = {}
+    first_at: dict[str, tuple] = {}
+    """A finding's gate -> the group it first comes in: of several first checks of a class, the
+    first speaks."""
+    for key, group in groups.items():
+        for f in group:
+            first_at.setdefault(f.gate, key)
+    order = {gid: i for i, gid in enumerate(first_at)}
+    places = {(g.file, g.context) for gid in at if (g := gates.get(gid)) is not None and g.context}
+    classes = {(file, context.rpartition(".")[0]) for file, context in places}
+    in_function: dict[tuple[str, str], list[tuple[Gate, frozenset[str]]]] = {}
+    in_class: dict[tuple[str, str], tuple[int, Gate, frozenset[str]]] = {}
     for g in gates.values():
-        if g.guards == Guards.REJECT and g.context:
-            rejected = frozenset(t.label for t in targets if verdicts.turns_away(g, t))
-            if rejected:
-                earlier.setdefault((g.file, g.context), []).append((g, rejected))
+        cls, _, method = g.context.rpartition(".")
+        first = g.id in at and bool(cls) and (g.file, cls) in classes and _first_method().fullmatch(method)
+        if g.guards != Guards.REJECT or not g.context or not ((g.file, g.context) in places or first):
+            continue
+        rejected = frozenset(t.label for t in targets if verdicts.turns_away(g, t))
+        if not rejected:
+            continue
+        in_function.setdefault((g.file, g.context), []).append((g, rejected))
+        if first and order[g.id] < in_class.get((g.file, cls), (len(order),))[0]:
+            in_class[(g.file, cls)] = (order[g.id], g, rejected)
     after: dict[tuple, tuple[tuple, str]] = {}
     moot: set[tuple] = set()
     for key, group in groups.items():
         members = [m for f in group if (m := gates.get(f.gate)) is not None]
-        if key[0] == "one" or not members or len({(g.file, g.context) for g in members}) != 1:
-            continue
-        first = min(members, key=lambda g: g.line)
         away = {t.label for g in members for t in targets if verdicts.turns_away(g, t)}
-        check = next(
-            (
-                e
-                for e, rejected in earlier.get((first.file, first.context), ())
-                if e.line < first.line and away <= rejected
-            ),
-            None,
-        )
-        if check is None or not away:
+        if key[0] == "one" or not away:
             continue
-        if check.id in at:
-            names = ", ".join(sorted(away))
-            after[key] = (at[check.id], f"this check, which {names} never passes")
-        else:
-            moot.add(key)
-    for key, home in _class_checks(groups, gates, targets).items():
-        after.setdefault(key, home)
-    return after, moot
-
-
-def _class_checks(
-    groups: Mapping[tuple, list[Finding]], gates: Mapping[str, Gate], targets: Sequence[Target]
-) -> dict[tuple, tuple[tuple, str]]:
-    """The groups in a class that its first check keeps their targets from (see
-    :func:`_after_first_checks`)."""
-    checks: dict[tuple[str, str], tuple[tuple, frozenset[str], str, Gate]] = {}
-    for key, group in groups.items():
-        for f in group:
-            gate = gates.get(f.gate)
-            cls, _, method = (gate.context if gate else "").rpartition(".")
-            if gate is None or gate.guards != Guards.REJECT or not cls or not _first_method().fullmatch(method):
+        if len({(g.file, g.context) for g in members}) == 1:
+            start = min(members, key=lambda g: g.line)
+            check = next(
+                (
+                    e
+                    for e, rejected in in_function.get((start.file, start.context), ())
+                    if e.line < start.line and away <= rejected
+                ),
+                None,
+            )
+            if check is not None:
+                if check.id in at:
+                    after[key] = (at[check.id], f"this check, which {', '.join(sorted(away))} never passes")
+                else:
+                    moot.add(key)
                 continue
-            rejected = frozenset(t.label for t in targets if verdicts.turns_away(gate, t))
-            if rejected:
-                where = f"this check in `{gate.context}`, which {', '.join(sorted(rejected))} never passes"
-                checks.setdefault((gate.file, cls), (key, rejected, where, gate))
-    out: dict[tuple, tuple[tuple, str]] = {}
-    for key, group in groups.items():
-        members = [g for f in group if (g := gates.get(f.gate)) is not None]
-        found = {(g.file, g.context.rpartition(".")[0]) for g in members}
-        check = checks.get(next(iter(found))) if len(found) == 1 else None
-        if check is None or check[0] == key or key[0] == "one":
+        owners = {(g.file, g.context.rpartition(".")[0]) for g in members}
+        found = in_class.get(owners.pop()) if len(owners) == 1 else None
+        if found is None:
             continue
-        home, rejected, where, first = check
-        if any(g.context == first.context and g.line < first.line for g in members):
-            continue
-        away = {t.label for g in members for t in targets if verdicts.turns_away(g, t)}
-        if away and away <= rejected:
-            out[key] = (home, where)
-    return out
+        _, check, rejected = found
+        home = first_at[check.id]
+        if (
+            home != key
+            and away <= rejected
+            and not any(g.context == check.context and g.line < check.line for g in members)
+        ):
+            after[key] = (home, f"this check in `{check.context}`, which {', '.join(sorted(rejected))} never passes")
+    return after, moot
 
 
 @cache
