@@ -400,9 +400,7 @@ class Assembler:
             other = next((a for a in ifs.children_by_field_name("alternative") if a.type == "else_clause"), None)
             if other is None:
                 continue
-            conds = [child(ifs, "condition")] + [
-                child(a, "condition") for a in ifs.children_by_field_name("alternative") if a.type == "elif_clause"
-            ]
+            conds = _conditions_before(ifs)
             tainted = [
                 c for c in conds if c is not None and (self.recs.get(c.id) and self.recs[c.id].taint is not None)
             ]
@@ -565,18 +563,21 @@ def _unknowns(notes: tuple, expression: str) -> tuple[str, ...]:
 
 def _earlier_conditions(node: Node) -> list[Node]:
     p = node.parent
-    if p is None:
-        return []
-    if p.type == "elif_clause" and p.parent is not None:
-        ifs = p.parent
-        out = [child(ifs, "condition")]
-        for a in ifs.children_by_field_name("alternative"):
-            if a.id == p.id:
-                break
-            if a.type == "elif_clause":
-                out.append(child(a, "condition"))
-        return out
+    if p is not None and p.type == "elif_clause" and p.parent is not None:
+        return _conditions_before(p.parent, p)
     return []
+
+
+def _conditions_before(ifs: Node, clause: Node | None = None) -> list[Node]:
+    """The conditions of an ``if`` chain before one of its ``elif``/``else`` clauses (all of
+    them without one): the ``if``'s, then each ``elif``'s."""
+    out = [child(ifs, "condition")]
+    for a in ifs.children_by_field_name("alternative"):
+        if clause is not None and a.id == clause.id:
+            break
+        if a.type == "elif_clause":
+            out.append(child(a, "condition"))
+    return out
 
 
 def _enclosing(node: Node) -> list[tuple[Node, bool]]:
@@ -589,13 +590,7 @@ def _enclosing(node: Node) -> list[tuple[Node, bool]]:
         if owner is not None and owner.type == "if_statement" and child(owner, "consequence") == p:
             out.append((child(owner, "condition"), True))
         elif owner is not None and owner.type in ("elif_clause", "else_clause") and owner.parent is not None:
-            ifs = owner.parent
-            out.append((child(ifs, "condition"), False))
-            for a in ifs.children_by_field_name("alternative"):
-                if a.id == owner.id:
-                    break
-                if a.type == "elif_clause":
-                    out.append((child(a, "condition"), False))
+            out += [(c, False) for c in _conditions_before(owner.parent, owner)]
             if owner.type == "elif_clause":
                 out.append((child(owner, "condition"), True))
         p = p.parent
