@@ -18,7 +18,7 @@ from tree_sitter import Node
 from auditor import datafiles
 from auditor.facts import names
 from auditor.model import Guards
-from auditor.python.syntax import callee_name, child, text_of
+from auditor.python.syntax import callee_name, child, context_of, text_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,15 +147,8 @@ def _returns_tuning(stmt: Node) -> bool:
     value = values[0]
     if value.type in ("identifier", "attribute"):
         return _roles().tuning_names.fullmatch(text_of(value).rpartition(".")[2]) is not None
-    function = stmt.parent
-    while function is not None and function.type != "function_definition":
-        function = function.parent
-    name = child(function, "name") if function is not None else None
-    return (
-        value.type in ("integer", "float")
-        and name is not None
-        and _roles().tuning_names.fullmatch(text_of(name).lstrip("_")) is not None
-    )
+    function = context_of(stmt).rpartition(".")[2]  # a return is inside its function
+    return value.type in ("integer", "float") and _roles().tuning_names.fullmatch(function.lstrip("_")) is not None
 
 
 def error_return(stmt: Node) -> bool:
