@@ -27,9 +27,10 @@ from auditor.facts import names
 from auditor.facts.binaries import build_targets
 from auditor.model import Gate, GateKind, Target
 from auditor.python.symbols import parser
+from auditor.sources.files import quoted_path
 from auditor.verdicts import capabilities_of
 
-_SOURCE = re.compile(rb"""["']([^"'\n]*\.(?:cu|cpp|cc|cxx|c))["']""")
+_SOURCE = re.compile(quoted_path("cu", "cpp", "cc", "cxx", "c").encode())
 """A C/CUDA source file named in a Python string (``"softmax.cu"``, ``f"moe_{arch}.cu"``)."""
 
 

@@ -29,9 +29,10 @@ from auditor.facts import platform
 from auditor.facts.features import guarded_lines
 from auditor.model import Gate, Language, SourceFile, Target
 from auditor.pipeline.builds import is_build_flag
+from auditor.sources.files import quoted_path
 
 _CLASS = re.compile(r"^class\s+([A-Za-z_]\w*)", re.M)
-_NAMED_FILE = re.compile(r"""["']([^"'\n]*\.(?:cu|cuh|cpp|cc|h|hpp|jinja))["']""")
+_NAMED_FILE = re.compile(quoted_path("cu", "cuh", "cpp", "cc", "h", "hpp", "jinja"))
 """A C/CUDA source, header or template named in a Python string (``"mixed_comm.cu"``)."""
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.M)
 INCLUDE_DEPTH = 2

@@ -21,6 +21,14 @@ from auditor.model import FileError, InputInfo, SourceFile
 
 C_EXTENSIONS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".cpp", ".cc", ".cxx", ".c"})
 TEMPLATE_EXTENSIONS = frozenset({".jinja", ".jinja2", ".in"})
+
+
+def quoted_path(*extensions: str) -> str:
+    """A regex for a path with one of these extensions written in a string (group 1), as a JIT
+    spec names its sources (``"softmax.cu"``, ``f"moe_{arch}.cu"``)."""
+    return rf"""["']([^"'\n]*\.(?:{"|".join(extensions)}))["']"""
+
+
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Larger source files are listed as errors, not read (a 100 MB header is not source)."""
 MAX_BINARY_BYTES = 1024 * 1024 * 1024
