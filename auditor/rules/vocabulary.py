@@ -550,17 +550,19 @@ def guards_is(v: GateView, value: object) -> bool:
 
 
 def names_the_target(v: GateView) -> bool:
-    """A predicate named in the condition promises an excluded target (``not is_sm120_supported()``,
-    the ``else`` of ``is_blackwell()``), or a negated test names the target's major as its argument
-    (``not is_device_capability_family(120)``, ``!= 120``) — in the condition, its effective form,
-    or the definition of a flag it tests (``if use_topk:`` where ``use_topk = … and not
-    is_device_capability_family(120)``): the condition is written about the target, not a list
-    that forgot it."""
+    """A predicate named in the condition, or in the flags it goes through, promises an excluded
+    target (``not is_sm120_supported()``, the ``else`` of ``is_blackwell()``, ``if self.is_xqa:``
+    where ``self.is_xqa = is_sm90_supported() or is_sm120_supported()``), or a negated test names
+    the target's major as its argument (``not is_device_capability_family(120)``, ``!= 120``) — in
+    the condition, its effective form, or the definition of a flag it tests (``if use_topk:`` where
+    ``use_topk = … and not is_device_capability_family(120)``): the condition is written about the
+    target, not a list that forgot it."""
     gate = v.gate
     texts = [gate.expression, *gate.chain[-1:]]
     words = set(_WORD.findall(gate.expression))
     texts += [r.detail for r in gate.resolutions if r.name in words]
-    majors = {_cap(c).major for c in _named(gate.expression)}.union(*(_negated_majors(t) for t in texts))
+    through = _named(" ".join([gate.expression, *(r.name for r in gate.resolutions)]))
+    majors = {_cap(c).major for c in through}.union(*(_negated_majors(t) for t in texts))
     if gate.guards == Guards.REJECT:  # `if major == 12: return False` turns 12.x away by name
         majors |= {_cap(t.capability).major for t in v.excluded if _names_major(gate.expression, t.capability)}
     return any(_cap(t.capability).major in majors for t in v.excluded)

@@ -439,6 +439,28 @@ def test_a_carve_out_that_names_the_target_is_written_about_it():
     assert not holds("names_the_target", gate(below_12, expression="major not in (9, 10)"))
 
 
+def test_a_flag_that_names_the_target_carries_the_name_to_its_uses():
+    """``is_xqa = is_sm90_supported() or is_sm120_supported()`` routes 12.x to its own kernel on
+    purpose: the rejection on the flag, and a flag one level further (``fused = fp8 and not
+    is_xqa``), are written about 12.x, not lists that forgot it."""
+    utils = (
+        "import torch\n\n\ndef is_sm90_supported():\n    return torch.cuda.get_device_capability()[0] == 9\n"
+        "\n\ndef is_sm120_supported():\n    return torch.cuda.get_device_capability()[0] == 12\n"
+    )
+    backend = (
+        "from pkg.utils import is_sm90_supported, is_sm120_supported\n\n\nclass Backend:\n"
+        "    def __init__(self):\n        self.is_xqa = is_sm90_supported() or is_sm120_supported()\n\n"
+        "    def verify(self):\n        if self.is_xqa:\n            raise NotImplementedError('needs trtllm-gen')\n\n"
+        "    def forward(self, q, fp8):\n        fused = fp8 and not self.is_xqa\n"
+        "        if fused:\n            q = q.half()\n        return q\n"
+    )
+    named = run([src("pkg/utils.py", utils), src("pkg/backend.py", backend)])
+    assert named == []
+    anonymous = utils.replace("is_sm120_supported", "has_fast_decode")  # a name that promises nothing
+    unnamed = run([src("pkg/utils.py", anonymous), src("pkg/backend.py", backend.replace("is_sm120_supported", "has_fast_decode"))])
+    assert {(f.rule, f.line) for f in unnamed} == {("ARCH002", 9), ("ARCH002", 14)}
+
+
 def test_a_negation_of_a_test_for_the_target_is_the_path_for_the_rest():
     nested = "not (platform.is_cuda() and platform.is_device_capability((12, 0)))"
     rest = tuple(c for c in CAPS if c != "12.0")
