@@ -9,7 +9,9 @@ A JIT spec names its sources and its flags in one function::
 The flags build ``softmax.cu`` for one generation (datacenter Blackwell): code written for
 it. A gate inside it, or in a header only such sources include, decides nothing on 12.x, which
 never compiles it; widening the gate changes nothing there. A program compiled at run time
-(NVRTC) with a fixed ``--gpu-architecture=sm_90a`` is the same. Flags of several generations
+(NVRTC) with a fixed ``--gpu-architecture=sm_90a`` is the same, and so is a JSON build manifest
+shipped beside the sources (``{"libraries": [{"gencode": "-gencode=arch=compute_103a,…",
+"sources": ["csrc/k.cu"]}]}``). Flags of several generations
 that leave 12.x out (``[9, 10]``) are a list to judge where it is written, and the gates behind
 it are what 12.x meets once the list is widened: those stay judged. A source that the package
 names anywhere else (another function, a module-level list) may be built for any device.
@@ -17,8 +19,10 @@ names anywhere else (another function, a module-level list) may be built for any
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from auditor import arch
@@ -49,10 +53,16 @@ class Restrictions:
     targets (``sm120a_nvcc_flags``), with those targets: what its host checks agree with."""
 
 
-def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Sequence[Target]) -> Restrictions:
+def restrictions(
+    gates: Iterable[Gate],
+    python: Mapping[str, bytes],
+    targets: Sequence[Target],
+    manifests: Mapping[str, bytes] | None = None,
+) -> Restrictions:
     """Per C/CUDA source name that the package's Python writes only inside functions whose build
-    flags serve no requested target (``{name}`` placeholders kept), how it is restricted.
-    ``python``: the package's own modules (path -> bytes)."""
+    flags serve no requested target (``{name}`` placeholders kept), or that its build manifests
+    build for one generation no target is of, how it is restricted. ``python``: the package's
+    own modules (path -> bytes); ``manifests``: its JSON build manifests."""
     flags: dict[str, list[Gate]] = {}
     for g in gates:
         if is_build_flag(g):
@@ -83,11 +93,56 @@ def restrictions(gates: Iterable[Gate], python: Mapping[str, bytes], targets: Se
                 one.add(name)
             else:
                 several.setdefault(name, set()).update(span[1])
+    for path, data in (manifests or {}).items():
+        for name, caps in manifest_builds(path, data).items():
+            if not caps:
+                anywhere.add(name)
+            elif len({arch.generation(c) for c in caps}) == 1 and not _serves(caps, targets):
+                one.add(name)
     return Restrictions(
         frozenset(one - anywhere - set(several)),
         {n: tuple(sorted(sites)) for n, sites in several.items() if n not in anywhere},
         {n: tuple(sorted(t)) for n, t in pins.items() if n not in unpinned},
     )
+
+
+_MANIFEST_TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3})[af]?\b")
+"""A build target a manifest names: ``sm_103a``, ``-gencode=arch=compute_90,code=sm_90``."""
+_MANIFEST_SOURCE = re.compile(r"[^\s\"'{}]+\.(?:cu|cpp|cc|cxx|c)")
+
+
+def manifest_builds(path: str, data: bytes) -> dict[str, set[str]]:
+    """Per C/CUDA source a JSON build manifest names (as a path of the input, beside the
+    manifest), the capabilities it is built for: those named by the innermost object around it
+    whose own values name build targets (a library entry's ``"gencode"`` or ``"arch"``); none
+    when no object does. A manifest that does not parse says nothing."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return {}
+    here = posixpath.dirname(path)
+    found: dict[str, set[str]] = {}
+    work: list[tuple[object, frozenset[str]]] = [(doc, frozenset())]
+    while work:
+        node, caps = work.pop()
+        if isinstance(node, dict):
+            own = " ".join(_strings(node.values()))
+            caps = frozenset(arch.capability_of(f"sm_{m.group(1)}") for m in _MANIFEST_TARGET.finditer(own)) or caps
+            work += [(v, caps) for v in node.values()]
+        elif isinstance(node, list):
+            work += [(v, caps) for v in node]
+        elif isinstance(node, str) and _MANIFEST_SOURCE.fullmatch(node):
+            found.setdefault(posixpath.normpath(posixpath.join(here, node)), set()).update(caps)
+    return found
+
+
+def _strings(values: Iterable[object]) -> Iterator[str]:
+    """The strings among an object's values, and in its lists of strings (not deeper)."""
+    for v in values:
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, list):
+            yield from (x for x in v if isinstance(x, str))
 
 
 def with_pins(gates: list[Gate], pinned: Mapping[str, tuple[str, ...]]) -> list[Gate]:

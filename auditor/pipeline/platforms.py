@@ -63,7 +63,7 @@ def with_platform(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
             file_needs[g.file] = platform.needs(text(g.file), str(g.language), g.file, 1, whole)
         return file_needs[g.file]
 
-    c_paths = [f.path for f in files if f.language not in ("python", "binary", "binary-listing")]
+    c_paths = [f.path for f in files if f.language == "cuda"]
     out = list(gates)
     for i, g in enumerate(gates):
         if g.file not in by_path or not any(verdicts.turns_away(g, t) for t in targets):

@@ -150,7 +150,8 @@ def cuda_gates(
     errors += more
     python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
     by_path = {f.path: f for f in files}
-    restricted = builds.restrictions(python_gates, python, targets) if targets else builds.Restrictions()
+    manifests = {f.path: _bytes(f) for f in files if f.language == "manifest" and not vendored(f.path)[0]}
+    restricted = builds.restrictions(python_gates, python, targets, manifests) if targets else builds.Restrictions()
     reached = reach.headers(
         [s.path for s in scans],
         [s.structure.includes for s in scans],
@@ -239,7 +240,7 @@ def apply_rules(
     (:func:`~auditor.facts.binaries.binary_verdicts`), for the rules that join a gate with the
     binaries its guarded code reaches.
     """
-    sources = [f for f in files if f.language not in ("binary", "binary-listing")]
+    sources = [f for f in files if f.language in ("python", "cuda")]
     return engine.apply(
         options.ruleset,
         gates,

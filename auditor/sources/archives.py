@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from auditor.model import FileError
 from auditor.sources.files import (
-    TEMPLATE_EXTENSIONS,
+    SNIFFED_EXTENSIONS,
     InputError,
     Item,
     LazyFile,
@@ -77,7 +77,7 @@ class ZipProvider(Provider):
                     return
                 origin = Origin(info.filename, location, index, info.file_size)
                 head = b""
-                if suffix_of(path) in TEMPLATE_EXTENSIONS:
+                if suffix_of(path) in SNIFFED_EXTENSIONS:
                     try:
                         head = read_origin(origin)[:4096]
                     except ReadError as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from auditor.model import FileError
 from auditor.sources.files import (
-    TEMPLATE_EXTENSIONS,
+    SNIFFED_EXTENSIONS,
     Filters,
     InputError,
     Item,
@@ -79,7 +79,7 @@ class DirectoryProvider(Provider):
         if st.st_size > cap:
             return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)
         head = b""
-        if suffix_of(rel) in TEMPLATE_EXTENSIONS:
+        if suffix_of(rel) in SNIFFED_EXTENSIONS:
             try:
                 with open(os.open(full, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
                     head = fh.read(4096)

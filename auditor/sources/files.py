@@ -21,6 +21,8 @@ from auditor.model import FileError, InputInfo, SourceFile
 
 C_EXTENSIONS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".cpp", ".cc", ".cxx", ".c"})
 TEMPLATE_EXTENSIONS = frozenset({".jinja", ".jinja2", ".in"})
+SNIFFED_EXTENSIONS = TEMPLATE_EXTENSIONS | {".json"}
+"""Files whose language their first bytes decide (:func:`language_of`)."""
 
 
 def quoted_path(*extensions: str) -> str:
@@ -35,6 +37,7 @@ MAX_BINARY_BYTES = 1024 * 1024 * 1024
 """Shared objects (read for their embedded GPU code) may be larger: CUDA kernels libraries
 ship .so files of hundreds of MB."""
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$", re.I)
+_MANIFEST_HINT = re.compile(rb"\b(?:sm|compute)_\d{2,3}[af]?\b")
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
 
 Item = Union[SourceFile, "LazyFile", FileError]
@@ -45,8 +48,9 @@ class InputError(Exception):
 
 
 def language_of(path: str, head: bytes = b"") -> str | None:
-    """``python``, ``cuda``, ``binary`` (a shared object) or None (not scanned), from the name
-    and, for templates, the text."""
+    """``python``, ``cuda``, ``binary`` (a shared object), ``manifest`` (a JSON file that names
+    build targets: what the package builds its sources for) or None (not scanned), from the
+    name and, for templates and JSON, the text."""
     if _SHARED_OBJECT.search(path):
         return "binary"
     suffix = suffix_of(path)
@@ -54,6 +58,8 @@ def language_of(path: str, head: bytes = b"") -> str | None:
         return "python"
     if suffix in C_EXTENSIONS:
         return "cuda"
+    if suffix == ".json":
+        return "manifest" if _MANIFEST_HINT.search(head) else None
     if suffix in TEMPLATE_EXTENSIONS:
         inner = suffix_of(path[: len(path) - len(suffix)])
         if inner in C_EXTENSIONS:
@@ -68,7 +74,7 @@ def suffix_of(path: str) -> str:
     return posixpath.splitext(path.rpartition("/")[2])[1].lower()
 
 
-_WANTED = C_EXTENSIONS | TEMPLATE_EXTENSIONS | {".py"}
+_WANTED = C_EXTENSIONS | SNIFFED_EXTENSIONS | {".py"}
 
 
 def wanted(path: str) -> bool:

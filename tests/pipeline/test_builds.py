@@ -6,7 +6,8 @@ from auditor import arch
 from auditor.cuda.gates import scan_bytes
 from auditor.model import Reach
 from auditor.pipeline import Options, audit
-from auditor.pipeline.builds import serves
+from auditor.pipeline.builds import manifest_builds, serves
+from auditor.sources import language_of
 from tests.conftest import FIXTURES
 
 TREE = FIXTURES / "builds"
@@ -25,6 +26,8 @@ def test_what_only_one_other_generation_builds_is_not_judged():
         "pkg/csrc/shared.cuh": Reach.REACHED,  # norm.cu, built for every target, includes it too
         "pkg/csrc/comm.cu": Reach.REACHED,  # [9, 10]: a list to widen, and this is what 12.x meets then
         "pkg/third_party/deep/gemm_impl.cuh": Reach.UNBUILT,  # compiled at run time for sm_90a alone
+        "pkg/prebuilt/csrc/rms_kernel.cu": Reach.UNBUILT,  # build.json: sm_100a and sm_103a
+        "pkg/prebuilt/csrc/scale_kernel.cu": Reach.REACHED,  # build.json: sm_100a and sm_120a
     }
     rules = {(f.file, f.rule) for f in result.findings}
     assert ("pkg/csrc/comm.cu", "ARCH001") in rules
@@ -32,6 +35,7 @@ def test_what_only_one_other_generation_builds_is_not_judged():
     assert "12.0, 12.1 are not built here yet: the build flags at pkg/jit/modules.py:14 leave them out" in comm.message
     assert {g.file: g.built_by for g in result.gates if g.built_by} == {"pkg/csrc/comm.cu": ("pkg/jit/modules.py:14",)}
     assert ("pkg/jit/modules.py", "ARCH002") in rules  # the [9, 10] list itself
+    assert ("pkg/prebuilt/csrc/scale_kernel.cu", "ARCH007") in rules
     assert not {f for f, _ in rules} & {f for f, r in reach.items() if r == Reach.UNBUILT}
     assert {f.file for f in _scan(unreached=True).findings} >= {"pkg/csrc/softmax_tail.cuh"}
 
@@ -50,3 +54,16 @@ def test_run_time_compile_options():
     assert serves((), twelve)
     scanned = scan_bytes("a.cu", b'#include <x.h>\nconst char* o[] = {"-std=c++17", "--gpu-architecture=sm_90a"};')
     assert scanned.compiles_for == ("sm_90a",)
+
+
+def test_a_json_build_manifest_says_what_each_source_is_built_for():
+    manifest = TREE / "pkg/prebuilt/build.json"
+    assert language_of("pkg/prebuilt/build.json", manifest.read_bytes()[:4096]) == "manifest"
+    assert language_of("pkg/prebuilt/config.json", b'{"block_m": 64}') is None  # a JSON that names no target
+    built = manifest_builds("pkg/prebuilt/build.json", manifest.read_bytes())
+    assert built == {
+        "pkg/prebuilt/csrc/rms_kernel.cu": {"10.0", "10.3"},  # each library entry's own target
+        "pkg/prebuilt/csrc/scale_kernel.cu": {"10.0", "12.0"},
+    }
+    assert manifest_builds("m.json", b'{"sources": ["k.cu"]}') == {"k.cu": set()}  # built for anything
+    assert manifest_builds("m.json", b"{not json") == {}

@@ -457,7 +457,12 @@ def test_a_flag_that_names_the_target_carries_the_name_to_its_uses():
     named = run([src("pkg/utils.py", utils), src("pkg/backend.py", backend)])
     assert named == []
     anonymous = utils.replace("is_sm120_supported", "has_fast_decode")  # a name that promises nothing
-    unnamed = run([src("pkg/utils.py", anonymous), src("pkg/backend.py", backend.replace("is_sm120_supported", "has_fast_decode"))])
+    unnamed = run(
+        [
+            src("pkg/utils.py", anonymous),
+            src("pkg/backend.py", backend.replace("is_sm120_supported", "has_fast_decode")),
+        ]
+    )
     assert {(f.rule, f.line) for f in unnamed} == {("ARCH002", 9), ("ARCH002", 14)}
 
 
