@@ -619,6 +619,9 @@ class _Source:
     after: tuple[tuple[int, int, int], ...]
     """(line of an ``if``, first and last line of the statements after it in its block), innermost
     first: what a rejection in that ``if`` lets through."""
+    imported: Mapping[str, str]
+    """Name -> dotted path of what the file's ``from … import`` statements bind: a package's
+    ``__init__`` that re-exports ``from .impl import run`` hands ``run`` on."""
 
 
 Tests = Mapping[str, Mapping[int, tuple[int, int]]]
@@ -789,14 +792,18 @@ class _Reach:
             self._callers_memo[dotted] = found if len(found) <= MAX_CALLERS else []
         return self._callers_memo[dotted]
 
-    def _built_by(self, dotted: str) -> set[str]:
+    def _built_by(self, dotted: str, depth: int = CALL_DEPTH) -> set[str]:
         """The build targets a function of a Python module of the input names, itself or in the
-        functions of its file it calls (``load_x()`` -> ``gen_x_module()`` -> flags)."""
+        functions of its file it calls (``load_x()`` -> ``gen_x_module()`` -> flags); a function
+        a package re-exports (``pkg.run`` where ``pkg/__init__.py`` has ``from .impl import
+        run``) is the one it imports."""
         parts = dotted.split(".")
         for n in range(len(parts) - 1, 0, -1):
             name = ".".join(parts[:n])
             if name in self.modules:
                 src = self.source(self.modules[name])
+                if src is not None and parts[n] in src.imported and depth:
+                    return self._built_by(".".join([src.imported[parts[n]], *parts[n + 1 :]]), depth - 1)
                 if src is None or parts[n] not in src.functions:
                     return set()
                 span = src.functions[parts[n]]
@@ -839,7 +846,7 @@ class _Reach:
                 return from_summary(module_of(path), data, kept)
             except (KeyError, IndexError, TypeError, ValueError):
                 pass  # not what source_summary wrote: read the file
-        src = _read(module_of(path), data)
+        src = _read(module_of(path), data, path.endswith("/__init__.py"))
         if self.summaries is not None:
             self.summaries[path] = source_summary(src)
         return src
@@ -948,8 +955,10 @@ def _inside(src: _Source, name: str, line: int) -> bool:
     return first <= line <= last
 
 
-def _read(module: str, data: bytes) -> _Source | None:
-    """A Python file's imports, uses of imported names, functions and calls of them."""
+def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
+    """A Python file's imports, uses of imported names, functions and calls of them. A
+    ``package``'s ``__init__`` imports ``from .impl`` out of itself, not out of its parent."""
+    inside = f"{module}.__init__" if package else module
     text = data.decode("utf-8", "replace")
     try:
         tree = ast.parse(text)
@@ -962,13 +971,16 @@ def _read(module: str, data: bytes) -> _Source | None:
     attributes: list[ast.Attribute] = []
     calls: list[tuple[int, str]] = []
     strings: list[tuple[int, str]] = []
+    imported: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
             strings.append((node.lineno, node.value))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imported = _imported(module, node)
-            bound.update(imported)
-            statements += [(node.lineno, m) for m in _modules(module, node)]
+            binds = _imported(inside, node)
+            bound.update(binds)
+            if isinstance(node, ast.ImportFrom):
+                imported.update(binds)
+            statements += [(node.lineno, m) for m in _modules(inside, node)]
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.setdefault(node.name, (node.lineno, node.end_lineno or node.lineno))
         elif isinstance(node, ast.Name):
@@ -999,6 +1011,7 @@ def _read(module: str, data: bytes) -> _Source | None:
         functions,
         tuple(sorted(strings)),
         tuple(after),
+        imported,
     )
 
 
@@ -1013,6 +1026,7 @@ def source_summary(src: _Source | None) -> Any:
         [[name, a, b] for name, (a, b) in src.functions.items()],
         [list(x) for x in src.strings],
         [list(x) for x in src.after],
+        [[name, dotted] for name, dotted in sorted(src.imported.items())],
     ]
 
 
@@ -1021,7 +1035,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
     TypeError, KeyError, IndexError) on anything it did not write."""
     if summary == 0 and type(summary) is int:
         return None
-    uses, calls, functions, strings, after = summary
+    uses, calls, functions, strings, after, imported = summary
 
     def pair(row: Any) -> tuple[int, str]:
         line, text = row
@@ -1050,6 +1064,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
         spans,
         tuple(map(pair, strings)),
         tuple((x[0], x[1], x[2]) for x in found),
+        {name: dotted for name, dotted in imported if type(name) is str and type(dotted) is str},
     )
 
 

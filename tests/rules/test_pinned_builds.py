@@ -111,6 +111,18 @@ def test_a_check_helper_takes_the_build_of_what_its_callers_run_next():
     assert (f.rule, f.severity) == ("ARCH015", "info") and "builds for sm_120a only" in f.message
 
 
+def test_a_loader_a_package_re_exports_is_the_one_it_imports():
+    """``from pkg.jit import gen_sage_module`` where ``pkg/jit/__init__.py`` has ``from .sage
+    import gen_sage_module``: the package hands on the loader of ``pkg/jit/sage.py``."""
+    via_package = OP.replace("from pkg.jit.sage import", "from pkg.jit import")
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": via_package}
+    files["pkg/jit/__init__.py"] = "from .sage import gen_sage_module\n"
+    (f,) = [f for f in run(files) if f.file == "pkg/check.py"]
+    assert (f.rule, f.severity) == ("ARCH015", "info")
+    del files["pkg/jit/__init__.py"]  # nothing hands it on: the build behind the check is unknown
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
+
+
 def test_one_caller_without_a_pinned_build_leaves_the_trap():
     files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
     files["pkg/ref.py"] = PLAIN_OP
