@@ -211,6 +211,12 @@ def generation(capability: str) -> str:
     return _generations().get(capability, capability)
 
 
+def shared_memory_kb(capability: str) -> int | None:
+    """The most shared memory a thread block may use on a capability, in KB; None where unknown."""
+    value = datafiles.read_json("devices.json")["shared_memory_per_block_kb"].get(capability)
+    return value if isinstance(value, int) else None
+
+
 def _target_key(name: str) -> tuple[int, int]:
     m = _TARGET_NAME.match(name)
     assert m, name

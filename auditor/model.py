@@ -293,6 +293,10 @@ class Gate:
     predicate it reads, that gives a measurement (``those k ~ 1000 cells run 2-5 % faster``,
     ``no graph-replay A/B recorded``): the gate is a speed choice made on the parts it names,
     not a kernel switched off elsewhere (:mod:`auditor.facts.remarks`)."""
+    limit: str = ""
+    """A comment line beside the gate or beside what it reads that gives a shared-memory size as
+    the reason for the setting (``sm_121 caps shared memory at 99 KB per block``): a fact about
+    every part with that size, not about the part it names (:mod:`auditor.facts.remarks`)."""
 
 
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)

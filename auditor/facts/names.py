@@ -43,6 +43,8 @@ class Table:
     """What a kernel needs from below (``sm90 or newer``): a statement of no scope."""
     measured: re.Pattern
     """A line that gives a measurement (``run 2-5 % faster``): the gate is a speed choice."""
+    limit: re.Pattern
+    """A line that gives a shared-memory size as a reason (``caps shared memory at 99 KB``)."""
     scope: re.Pattern
     """A comment line that states what exists (``the sm100 kernels exist for 10.x only``)."""
     scope_messages: re.Pattern
@@ -99,6 +101,7 @@ def table() -> Table:
         open_words=re.compile(r"\b(?:" + "|".join(map(re.escape, raw["comments"]["open"])) + r")\b"),
         floor=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["floor"])),
         measured=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["measured"])),
+        limit=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["limit"])),
         scope=re.compile("|".join(f"(?:{p})" for p in raw["comments"]["scope"])),
         scope_messages=re.compile(
             "|".join(f"(?:{p})" for p in raw["comments"]["scope"] + raw["comments"]["scope_messages"])
@@ -197,10 +200,21 @@ def scope_statements(text: str, messages: bool = False) -> list[tuple[str, froze
 def measurements(text: str) -> list[str]:
     """The lines that give a measurement (``those cells run 2-5 % faster``); none from one that
     leaves the question open (``TODO: benchmark on sm_121``)."""
+    return _lines(table().measured, text)
+
+
+def limits(text: str) -> list[str]:
+    """The lines that give a shared-memory size as a reason (``sm_121 caps shared memory at 99 KB
+    per block``); none from one that leaves the question open."""
+    return _lines(table().limit, text)
+
+
+def _lines(pattern: re.Pattern, text: str) -> list[str]:
+    """The comment lines of a text the pattern finds, bare, but not one that leaves the question open."""
     return [
         line.strip().strip("\"'").lstrip("#/* ").strip()
         for line in text.split("\n")
-        if table().measured.search(line.lower()) and not table().open_words.search(line.lower())
+        if pattern.search(line.lower()) and not table().open_words.search(line.lower())
     ]
 
 

@@ -19,6 +19,9 @@ test: the check that turns a device away with its reason and the switch that ena
 kernels on the same test are about one thing. A floor (``sm90 or newer``, ``at least 8.0``)
 states what a kernel needs, not where it ends: no scope.
 
+A comment that gives a shared-memory size as its reason (``sm_121 caps shared memory at 99 KB
+per block``) is kept as the gate's ``limit``: the rules compare it with the other parts' sizes.
+
 A comment that gives a measurement (``those cells run 2-5 % faster``, ``no A/B recorded``), beside
 the gate, in its function's docstring or beside what it reads, says the gate is a speed choice
 made on the parts it was measured on; the first such line is kept as the gate's ``measured``.
@@ -74,6 +77,9 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
             measured = names.measurements(text + "\n" + _docstring(lines_of(path), g))
             if measured:
                 g = replace(g, measured=measured[0])
+            limit = names.limits(text)
+            if limit:
+                g = replace(g, limit=limit[0])
             stated = names.scope_statements(text)
             # what is said on giving up: the reasons of the predicates it reads, and its own when it
             # is a rejection (the messages in a branch that does the work are about other things)

@@ -74,6 +74,8 @@ def gate_document(gate: Gate, targets, toolkits: tuple[str, ...] = ()) -> dict:
         doc["scope"] = gate.scope
     if gate.measured:
         doc["measured"] = gate.measured
+    if gate.limit:
+        doc["limit"] = gate.limit
     if gate.settled:
         doc["settled"] = list(gate.settled)
     if gate.built_by:

@@ -330,6 +330,51 @@ def measured(v: GateView) -> bool:
     return bool(v.excluded and v.gate.measured)
 
 
+def sibling_shares_the_limit(v: GateView) -> bool:
+    """A comment gives a shared-memory size as the reason for what the gate gives a part
+    (``"num_stages": 3 if is_sm121() else 4`` beside ``# sm_121 caps shared memory at 99 KB per
+    block``), and an excluded target of that part's major has the same size
+    (``devices.json``): the reason holds for it too, and the other branch's setting, written
+    for more shared memory, may not fit there."""
+    return bool(_sharing(v))
+
+
+def _sharing(v: GateView) -> tuple[Target, ...]:
+    """The excluded targets whose shared memory per block is the size the gate's comment gives
+    (to the KB) and that of a capability it admits of the same major."""
+    stated = _KB.search(v.gate.limit.lower()) if v.gate.limit else None
+    if stated is None:
+        return ()
+    size = float(stated.group(1))
+    return tuple(
+        t
+        for t in v.excluded
+        if (kb := arch.shared_memory_kb(t.capability)) is not None
+        and abs(kb - size) <= 1
+        and any(_cap(c).major == _cap(t.capability).major and arch.shared_memory_kb(c) == kb for c in v.capabilities)
+    )
+
+
+_KB = re.compile(r"\b(\d+(?:\.\d+)?)\s*(?:kb|kib|k)\b")
+
+
+def _sharers(v: GateView) -> str:
+    """The admitted capabilities of the excluded targets' majors that share their size."""
+    shared = _sharing(v)
+    return (
+        ", ".join(
+            c
+            for c in v.capabilities
+            if any(
+                _cap(c).major == _cap(t.capability).major
+                and arch.shared_memory_kb(c) == arch.shared_memory_kb(t.capability)
+                for t in shared
+            )
+        )
+        or "none"
+    )
+
+
 def calls_a_speed_choice(v: GateView) -> bool:
     """The condition calls a function that holds a speed choice (``if _is_laguna_decode(...)``,
     ``fused_block = _fuse_block_tail(...)``): it makes that choice too."""
@@ -817,6 +862,7 @@ PREDICATES: dict[str, Predicate] = {
     "shape_specialized": shape_specialized,
     "measured": measured,
     "calls_a_speed_choice": calls_a_speed_choice,
+    "sibling_shares_the_limit": sibling_shares_the_limit,
     "built_for_admitted_only": built_for_admitted_only,
 }
 """Predicates written as a bare name in ``when``."""
@@ -1018,6 +1064,11 @@ FIELDS: dict[str, Callable[[GateView], str]] = {
     "same_major": _same_major,
     "targets_sent_apart": lambda v: _labels(_sent_apart(v)),
     "scope": lambda v: v.gate.scope or "none",
+    "limit": lambda v: v.gate.limit or "none",
+    "limit_kb": lambda v: (
+        ", ".join(f"{t.label}: {arch.shared_memory_kb(t.capability)} KB" for t in _sharing(v)) or "none"
+    ),
+    "limit_sharers": _sharers,
     "choice": _choice,
     "builds": lambda v: ", ".join(v.gate.builds) or "none",
     "untuned": lambda v: _labels(_tuned_apart(v)[0]),
