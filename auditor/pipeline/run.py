@@ -45,6 +45,7 @@ from auditor.model import (
     excerpt_windows,
 )
 from auditor.pipeline import builds, calls, kept, reach
+from auditor.pipeline.arguments import with_arguments
 from auditor.pipeline.cache import (
     DEFAULT_MAX_BYTES,
     EXTRACTED,
@@ -335,6 +336,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             gates = with_surroundings(gates, readable, options.targets)
             gates = with_lowering(gates, readable)
             gates = with_remarks(gates, readable, options.targets)
+            gates = with_arguments(gates, readable, options.targets)
             gates = with_extensions(gates, readable, binaries, open_file, summaries)
             gates = with_platform(gates, readable, options.targets)
             return gates, apply_rules(gates, sources, options, packages)

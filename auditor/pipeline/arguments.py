@@ -1,0 +1,200 @@
+"""A flag a caller passes in: the capability test at the call settles the branch it feeds.
+
+``FullTopKIndexer.__init__`` writes ``self.use_deep_select = not use_deep_gemm and
+is_deep_select_supported()``, and its one caller passes ``use_deep_gemm=is_sm100_or_newer()``.
+Read alone, the branch is an allow-list of 9.0, 10.0 and 10.3 with an unknown beside it; but
+on 12.x the caller's test is true, so ``not use_deep_gemm`` is false there and the branch is
+never taken, whatever ``is_deep_select_supported()`` says: the decision is made at the call
+(``Gate.settled``), and widening the predicate gives 12.x nothing.
+
+Only a parameter of the gate's function, or of its class's ``__init__`` (a flag kept on
+``self``), that is a top-level ``and`` operand of the condition or of the flag's assignment,
+and whose every call site passes a capability test the scan evaluated exactly (or a constant)
+is read. The scanned code is parsed, never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+from auditor import verdicts
+from auditor.model import Gate, Guards, Language, SourceFile, Target
+
+MAX_CALLS = 8
+"""A function called from more places than this is a shared utility: its callers are not read."""
+_OPERAND = re.compile(r"(not\s+)?([A-Za-z_]\w*)")
+
+
+def with_arguments(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Sequence[Target]) -> list[Gate]:
+    """The gates, each Python branch that a turned-away target never takes because of a flag
+    its callers pass with the capabilities that settles it (:attr:`Gate.settled`)."""
+    python = {f.path: f.data for f in files if f.language == "python"}
+    candidates = [
+        i
+        for i, g in enumerate(gates)
+        if g.language == Language.PYTHON
+        and g.unknowns
+        and g.guards != Guards.REJECT
+        and g.file in python
+        and any(verdicts.turns_away(g, t) for t in targets)
+    ]
+    if not candidates:
+        return list(gates)
+    at = {(g.file, g.line, _squeezed(g.expression)): g for g in gates if g.language == Language.PYTHON}
+    trees: dict[str, ast.Module | None] = {}
+
+    def tree(path: str) -> ast.Module | None:
+        if path not in trees:
+            trees[path] = _parsed(python[path])
+        return trees[path]
+
+    out = list(gates)
+    for i in candidates:
+        g = out[i]
+        settled = [
+            t.capability
+            for t in targets
+            if verdicts.turns_away(g, t) and t.capability not in g.settled and _never_taken(g, t, python, tree, at)
+        ]
+        if settled:
+            out[i] = replace(g, settled=(*g.settled, *settled))
+    return out
+
+
+Trees = Callable[[str], "ast.Module | None"]
+"""A Python file's syntax tree by path, parsed once per scan."""
+
+
+def _never_taken(g: Gate, t: Target, python: dict[str, bytes], tree: Trees, at: dict) -> bool:
+    """Whether an unknown ``and`` operand of the gate's condition is a flag every caller passes
+    false for the target."""
+    module = tree(g.file)
+    if module is None:
+        return False
+    owner, method = _owner(module, g.context)
+    if method is None:
+        return False
+    conditions = [_expr(g.chain[-1] if g.chain else g.expression)]
+    conditions += _assigned(owner or method, g.expression)
+    for unknown in g.unknowns:
+        m = _OPERAND.fullmatch(unknown.strip())
+        if m is None or not any(_operand_of_and(c, unknown) for c in conditions if c is not None):
+            continue
+        negated, name = bool(m.group(1)), m.group(2)
+        passed = _passed(python, tree, at, owner, method, name, t)
+        if passed is not None and passed == negated:  # `not x` with x true, `x` with x false
+            return True
+    return False
+
+
+def _owner(tree: ast.Module, context: str) -> tuple[ast.ClassDef | None, ast.FunctionDef | None]:
+    """The class and function a gate's context names (``Indexer.__init__``, ``pick``); for a
+    method, its class's ``__init__`` holds the flags kept on ``self``."""
+    parts = context.split(":")[0].split(".")
+    if len(parts) == 1:
+        return None, _function(tree.body, parts[0])
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == parts[0]), None)
+    return (cls, _function(cls.body, "__init__")) if cls is not None and len(parts) == 2 else (None, None)
+
+
+def _function(body: list[ast.stmt], name: str) -> ast.FunctionDef | None:
+    return next((n for n in body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+def _assigned(scope: ast.AST, expression: str) -> list[ast.expr]:
+    """What a flag the condition tests is assigned (``self.use_x = a and b``) in the scope."""
+    name = expression.strip().strip("()")
+    if not re.fullmatch(r"(?:self\.)?[A-Za-z_]\w*", name):
+        return []
+    return [
+        n.value
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Assign) and any(ast.unparse(target) == name for target in n.targets)
+    ]
+
+
+def _operand_of_and(condition: ast.expr, operand: str) -> bool:
+    """Whether ``operand`` is a top-level operand of an ``and`` chain."""
+    return (
+        isinstance(condition, ast.BoolOp)
+        and isinstance(condition.op, ast.And)
+        and any(_squeezed(ast.unparse(v)) == _squeezed(operand) for v in condition.values)
+    )
+
+
+def _passed(
+    python: dict[str, bytes],
+    tree: Trees,
+    at: dict,
+    owner: ast.ClassDef | None,
+    method: ast.FunctionDef,
+    name: str,
+    t: Target,
+) -> bool | None:
+    """The value every call of the function (of the class, for ``__init__``) passes for a
+    parameter on the target; None when some call passes none, an unknown, or too many call."""
+    params = [a.arg for a in method.args.args]
+    if name not in params and name not in [a.arg for a in method.args.kwonlyargs]:
+        return None
+    index = params.index(name) - (owner is not None) if name in params else None
+    callee = owner.name if owner is not None else method.name
+    values: set[bool] = set()
+    calls = list(_calls(python, tree, callee))
+    if not calls or len(calls) > MAX_CALLS:
+        return None
+    for path, call in calls:
+        arg = next((k.value for k in call.keywords if k.arg == name), None)
+        if arg is None and index is not None and index < len(call.args):
+            arg = call.args[index]
+        value = _value(path, arg, at, t) if arg is not None else None
+        if value is None:
+            return None
+        values.add(value)
+    return values.pop() if len(values) == 1 else None
+
+
+def _calls(python: dict[str, bytes], tree: Trees, callee: str) -> Iterator[tuple[str, ast.Call]]:
+    """The calls of a name in the input's Python (``Name(...)``, ``mod.Name(...)``)."""
+    needle = callee.encode()
+    for path, data in python.items():
+        if needle not in data:
+            continue
+        module = tree(path)
+        for n in ast.walk(module) if module is not None else ():
+            if isinstance(n, ast.Call):
+                f = n.func
+                if (isinstance(f, ast.Name) and f.id == callee) or (isinstance(f, ast.Attribute) and f.attr == callee):
+                    yield path, n
+
+
+def _value(path: str, arg: ast.expr, at: dict, t: Target) -> bool | None:
+    """An argument's truth on the target: a constant, or a capability test the scan evaluated
+    exactly at that line."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, bool):
+        return arg.value
+    gate = at.get((path, arg.lineno, _squeezed(ast.unparse(arg))))
+    if gate is None or gate.unknowns:
+        return None
+    return not verdicts.turns_away(gate, t)
+
+
+def _expr(text: str) -> ast.expr | None:
+    try:
+        return ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+
+
+def _parsed(data: bytes) -> ast.Module | None:
+    try:
+        return ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _squeezed(text: str) -> str:
+    """A condition without its spaces and outer parentheses, to compare two writings of it."""
+    return re.sub(r"\s+", "", text).strip("()")
