@@ -33,9 +33,10 @@ def quoted_path(*extensions: str) -> str:
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """Larger source files are listed as errors, not read (a 100 MB header is not source)."""
-MAX_BINARY_BYTES = 1024 * 1024 * 1024
-"""Shared objects (read for their embedded GPU code) may be larger: CUDA kernels libraries
-ship .so files of hundreds of MB."""
+MAX_BINARY_BYTES = 4 * 1024 * 1024 * 1024
+"""Shared objects (read for their embedded GPU code, a section at a time) may be larger: CUDA
+kernel libraries ship .so files of a gigabyte and more (sglang-kernel 0.4.10's flash_ops:
+1.05 GiB)."""
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$", re.I)
 _MANIFEST_HINT = re.compile(rb"\b(?:sm|compute)_\d{2,3}[af]?\b")
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
