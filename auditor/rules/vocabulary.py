@@ -888,8 +888,13 @@ PARAMETRIC_VALUES: dict[str, tuple[str, ...]] = {
 
 
 def _beyond_name(v: GateView) -> tuple[str, ...]:
+    """What the gate admits of majors its names do not promise; nothing when a promising name is
+    one the scan could not read (``get_platform().is_sm100`` left unknown): what it would admit
+    is not known, and the extra majors are the unknown's, not the definition's."""
     promised = _promised(v.gate)
     if not promised or not promised <= set(v.capabilities) or len(v.capabilities) == len(v.domain_capabilities):
+        return ()
+    if any(_named(u) for u in v.gate.unknowns):
         return ()
     majors = {_cap(c).major for c in promised}
     return tuple(c for c in v.capabilities if _cap(c).major not in majors)
