@@ -6,7 +6,9 @@ to SM12x: corrupts long decodes on SM121``): the exclusion is a decision, not an
 a finding that invites widening it points the wrong way. A comment that leaves the question
 open (``# TODO: enable on sm_121``) closes nothing (``data/predicate-names.json`` ``comments``).
 Only the comment blocks right above and right below the gate, and comments on its own lines,
-count; and the same beside the definition of a flag or predicate the gate reads.
+count; for a Python rejection, also the block that opens what it lets through (right after its
+body: ``return None`` then ``# Keep the collective above the measured crossover``); and the
+same beside the definition of a flag or predicate the gate reads.
 
 A comment may also state what exists (``# The SM100 mega kernels exist for 10.x only``), and so
 may a rejection's message (``"FA4 is only supported on devices with compute capability 9.x,
@@ -64,6 +66,9 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
         for i in indices:
             g = out[i]
             said = [_comments(lines_of(path), g.line, g.end_line, g.language)]
+            if g.guards == Guards.REJECT and g.language == Language.PYTHON and g.body_lines[1] > g.end_line:
+                # what a rejection guards is what follows it: the comment that opens it explains it
+                said.append(_below(lines_of(path), g.body_lines[1], g.language))
             # a flag's or predicate's definition speaks for its uses
             said += [
                 _comments(lines_of(r.file), r.line, _body_end(lines_of(r.file), r.line, r.detail), g.language)
@@ -187,7 +192,7 @@ def _body_end(lines: list[str], line: int, detail: str) -> int:
 def _comments(lines: list[str], line: int, end_line: int, language: Language) -> str:
     """The comment blocks right above and right below lines ``line..end_line``, and the comments on them."""
     python = language == Language.PYTHON
-    starts = ("#",) if python else ("//", "/*", "*")
+    starts = _STARTS[python]
     marker = _PY_COMMENT if python else _C_COMMENT
     found: list[str] = []
     n = line - 2
@@ -198,8 +203,20 @@ def _comments(lines: list[str], line: int, end_line: int, language: Language) ->
         m = marker.search(text)
         if m and not any(q in text[: m.start()] for q in "\"'"):
             found.append(text[m.start() :])
+    found.append(_below(lines, end_line, language))  # the block right below a flag's definition explains it
+    return "\n".join(found)
+
+
+_STARTS = {True: ("#",), False: ("//", "/*", "*")}
+"""How a comment line starts, in Python (True) and in C/CUDA."""
+
+
+def _below(lines: list[str], end_line: int, language: Language) -> str:
+    """The comment block right below line ``end_line`` (one blank line between allowed)."""
+    starts = _STARTS[language == Language.PYTHON]
+    found = []
     n = end_line + (end_line < len(lines) and not lines[end_line].strip())
     while n < len(lines) and n < end_line + NEAR and lines[n].strip().startswith(starts):
-        found.append(lines[n])  # the block right below a flag's definition explains it
+        found.append(lines[n])
         n += 1
     return "\n".join(found)

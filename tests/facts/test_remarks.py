@@ -148,3 +148,24 @@ def test_the_reasons_of_the_predicates_a_branch_reads_state_its_scope():
         "FA4 is only supported on devices with compute capability 9.x, 10.x, or 11.x"
     )
     assert found[4] == ""  # a message in a branch that does the work is about other things
+
+
+LIMITS = """\
+def all_reduce_limits(x, tp_size, architecture):
+    if tp_size not in (2, 4, 8) or architecture not in (9, 10):
+        return None
+    # Keep the existing collective above the measured one-shot crossover.
+    return (32, 64) if architecture == 9 else (64, 64)
+"""
+
+
+def test_the_comment_that_opens_what_a_rejection_guards_explains_it():
+    """What a rejection guards is what follows it: the comment right after its body is about that path."""
+    files = [SourceFile("pkg/fuse.py", LIMITS.encode(), "python", "t")]
+    off = tuple(c for c in arch.capabilities() if not c.startswith(("9.", "10.")))
+    reject = replace(_gate(2), file="pkg/fuse.py", admits=off, surely=off, guards=Guards.REJECT, body_lines=(3, 3))
+    (found,) = with_remarks([reject], files, arch.parse_targets("12.0,12.1"))
+    assert found.measured == "Keep the existing collective above the measured one-shot crossover."
+    # a branch guards its body, not what follows it
+    branch = replace(reject, guards=Guards.TAKE, admits=("9.0", "10.0"), surely=())
+    assert with_remarks([branch], files, arch.parse_targets("12.0,12.1"))[0].measured == ""
