@@ -14,6 +14,7 @@ from auditor.sources.choose import download, provider_for, providers, read_all
 from auditor.sources.directory import DirectoryProvider, InstalledProvider, SingleFileProvider, site_packages
 from auditor.sources.files import (
     MAX_BINARY_BYTES,
+    MAX_MANIFEST_BYTES,
     MAX_FILE_BYTES,
     Filters,
     InputError,
@@ -35,6 +36,7 @@ from auditor.sources.git import GitRevisionProvider
 
 __all__ = [
     "MAX_BINARY_BYTES",
+    "MAX_MANIFEST_BYTES",
     "MAX_FILE_BYTES",
     "DirectoryProvider",
     "Filters",

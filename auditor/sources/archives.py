@@ -64,7 +64,7 @@ class ZipProvider(Provider):
                 if path is None:
                     yield FileError(info.filename, "unsafe archive path (absolute or '..'), skipped", self.spec)
                     continue
-                if not wanted(path) or not self.filters.accepts(path):
+                if not wanted(path, info.file_size) or not self.filters.accepts(path):
                     continue
                 if info.file_size > max_bytes(path):
                     yield FileError(path, f"member too large ({info.file_size} bytes > {max_bytes(path)})", self.spec)
@@ -125,7 +125,7 @@ class TarProvider(Provider):
                 if count > MAX_ARCHIVE_MEMBERS:
                     stop = (m.name, f"archive has more than {MAX_ARCHIVE_MEMBERS} members; rest not read (tar bomb?)")
                     break
-                if path is not None and not wanted(path):
+                if path is not None and not wanted(path, m.size):
                     continue
                 if path is None or not m.isfile() or m.size > max_bytes(path):
                     read.append((m.name, m, b""))  # reported (or skipped) below, once the paths are known
@@ -150,7 +150,7 @@ class TarProvider(Provider):
                 path = path.split("/", 1)[1] if "/" in path else ""
             if not path or m.isdir():
                 continue
-            if not wanted(path) or not self.filters.accepts(path):
+            if not wanted(path, m.size) or not self.filters.accepts(path):
                 continue
             if m.issym() or m.islnk():
                 yield FileError(path, f"link in archive (to {m.linkname!r}), not followed", self.spec)

@@ -75,6 +75,8 @@ class DirectoryProvider(Provider):
             return FileError(rel, os_reason(exc), self.spec)
         if not stat.S_ISREG(st.st_mode):
             return FileError(rel, "not a regular file", self.spec)
+        if not wanted(rel, st.st_size):
+            return None
         cap = max_bytes(rel)
         if st.st_size > cap:
             return FileError(rel, f"file too large ({st.st_size} bytes > {cap})", self.spec)

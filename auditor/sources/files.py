@@ -37,6 +37,9 @@ MAX_BINARY_BYTES = 4 * 1024 * 1024 * 1024
 """Shared objects (read for their embedded GPU code, a section at a time) may be larger: CUDA
 kernel libraries ship .so files of a gigabyte and more (sglang-kernel 0.4.10's flash_ops:
 1.05 GiB)."""
+MAX_MANIFEST_BYTES = 8 * 1024 * 1024
+"""A JSON build manifest is small (flashinfer's largest: 1.1 MB); a larger JSON file is data
+(a tokenizer, a tuning table) and is not read."""
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$", re.I)
 _MANIFEST_HINT = re.compile(rb"\b(?:sm|compute)_\d{2,3}[af]?\b")
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
@@ -78,8 +81,11 @@ def suffix_of(path: str) -> str:
 _WANTED = C_EXTENSIONS | SNIFFED_EXTENSIONS | {".py"}
 
 
-def wanted(path: str) -> bool:
-    """Could the file be scanned (cheap, by name)?"""
+def wanted(path: str, size: int = 0) -> bool:
+    """Could the file be scanned (cheap, by name, and by size where it is known)? A JSON file
+    larger than :data:`MAX_MANIFEST_BYTES` is data, not a build manifest: not read, no error."""
+    if size > MAX_MANIFEST_BYTES and suffix_of(path) == ".json":
+        return False
     return suffix_of(path) in _WANTED or bool(_SHARED_OBJECT.search(path))
 
 

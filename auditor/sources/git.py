@@ -142,7 +142,7 @@ class GitRevisionProvider(Provider):
         chosen: list[_Entry] = []
         total = 0
         for e in _tree(self.repo, self.commit):
-            if e.kind != "blob" or not wanted(e.path) or not self.filters.accepts(e.path):
+            if e.kind != "blob" or not wanted(e.path, e.size) or not self.filters.accepts(e.path):
                 continue
             if e.mode == _SYMLINK:
                 yield FileError(e.path, "symlink in the commit, not followed", self.spec)

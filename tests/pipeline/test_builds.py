@@ -67,3 +67,14 @@ def test_a_json_build_manifest_says_what_each_source_is_built_for():
     }
     assert manifest_builds("m.json", b'{"sources": ["k.cu"]}') == {"k.cu": set()}  # built for anything
     assert manifest_builds("m.json", b"{not json") == {}
+
+
+def test_a_large_json_file_is_data_not_read(tmp_path):
+    """A tokenizer or a tuning table is no build manifest: neither read nor an error."""
+    from auditor.sources import MAX_MANIFEST_BYTES, provider_for
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "vocab.json").write_text('{"sm_90": "' + "x" * MAX_MANIFEST_BYTES + '"}')
+    (tmp_path / "pkg" / "build.json").write_text('{"arch": "sm_100a", "sources": ["k.cu"]}')
+    items = list(provider_for(str(tmp_path)).collect())
+    assert [(i.path, i.language) for i in items] == [("pkg/build.json", "manifest")]
