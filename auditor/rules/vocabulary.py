@@ -356,23 +356,13 @@ def _sharing(v: GateView) -> tuple[Target, ...]:
 
 
 _KB = re.compile(r"\b(\d+(?:\.\d+)?)\s*(?:kb|kib|k)\b")
+"""A size in KB as a comment gives it (``99 KB``, ``227KiB``, ``100k``)."""
 
 
 def _sharers(v: GateView) -> str:
     """The admitted capabilities of the excluded targets' majors that share their size."""
-    shared = _sharing(v)
-    return (
-        ", ".join(
-            c
-            for c in v.capabilities
-            if any(
-                _cap(c).major == _cap(t.capability).major
-                and arch.shared_memory_kb(c) == arch.shared_memory_kb(t.capability)
-                for t in shared
-            )
-        )
-        or "none"
-    )
+    shared = {(_cap(t.capability).major, arch.shared_memory_kb(t.capability)) for t in _sharing(v)}
+    return ", ".join(c for c in v.capabilities if (_cap(c).major, arch.shared_memory_kb(c)) in shared) or "none"
 
 
 def calls_a_speed_choice(v: GateView) -> bool:

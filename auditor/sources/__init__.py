@@ -14,8 +14,8 @@ from auditor.sources.choose import download, provider_for, providers, read_all
 from auditor.sources.directory import DirectoryProvider, InstalledProvider, SingleFileProvider, site_packages
 from auditor.sources.files import (
     MAX_BINARY_BYTES,
-    MAX_MANIFEST_BYTES,
     MAX_FILE_BYTES,
+    MAX_MANIFEST_BYTES,
     Filters,
     InputError,
     Item,
