@@ -500,10 +500,13 @@ def with_extensions(
     ops = {op for refs in found.values() for kind, op in refs if kind == "ns"}
     registers = _registrants(ops, gpu, shipped, opener) if gpu else {}
     tests: dict[str, dict[int, tuple[int, int]]] = {}
+    bodies: dict[str, list[tuple[int, int, frozenset[str]]]] = {}
     for i in wanted:
         g = gates[i]
         body = g.body_lines if g.guards != Guards.REJECT else (0, 0)
         tests.setdefault(g.file, {}).update((n, body) for n in range(g.line, max(g.end_line, g.line) + 1))
+        if g.guards != Guards.REJECT and body[0] > g.end_line:
+            bodies.setdefault(g.file, []).append((*body, frozenset(g.admits)))
     out = list(gates)
     for i, refs in found.items():
         paths = sorted(
@@ -519,7 +522,7 @@ def with_extensions(
             out[i] = replace(out[i], extensions=tuple(paths))
         elif far:
             out[i] = replace(out[i], prebuilt_elsewhere=tuple(sorted(far)))
-        builds = reach.builds(gates[i], tests) if _splits_a_major(gates[i]) else ()
+        builds = reach.builds(gates[i], tests, bodies) if _splits_a_major(gates[i]) else ()
         if builds:
             out[i] = replace(out[i], builds=tuple(sorted(builds)))
     return out
@@ -627,6 +630,8 @@ class _Source:
 Tests = Mapping[str, Mapping[int, tuple[int, int]]]
 """Per Python file, each line of its gates' conditions -> the lines that gate guards ((0, 0) for a
 rejection, whose guarded code is what follows it)."""
+Bodies = Mapping[str, Sequence[tuple[int, int, frozenset[str]]]]
+"""Per Python file, the lines each of its branches guards, with the capabilities that take it."""
 
 MAX_CALLERS = 8
 """A function called from more places than this is a shared utility, not one kernel's check."""
@@ -674,7 +679,7 @@ class _Reach:
             found.update(self._refs(src, *src.functions[name]))
         return frozenset(found)
 
-    def builds(self, gate: Gate, tests: Tests) -> frozenset[str]:
+    def builds(self, gate: Gate, tests: Tests, bodies: Bodies | None = None) -> frozenset[str]:
         """The arch- and family-specific build targets (``sm_120a``) of the code behind the gate,
         where the package pins them: what its guarded code names or reaches through the functions
         it calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``); for a check in a helper
@@ -687,7 +692,10 @@ class _Reach:
 
         ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
         behind the gate: a predicate that lists every target it knows builds nothing. A caller
-        that calls the helper in a test guards that test's body with it."""
+        that calls the helper in a test guards that test's body with it. ``bodies``: per file,
+        the branches' guarded lines with the capabilities that take them; a caller whose call sits
+        in a branch that none of the capabilities the gate turns away takes (``if cap == (12, 0):
+        reason = check(...)``) is no path to the check for them."""
         src = self.source(gate.file)
         if src is None:
             return frozenset()
@@ -699,7 +707,12 @@ class _Reach:
         if first and not first <= gate.line <= last and not answers:
             found = self._built_in(src, first, last, tests)
         if not found and (gate.guards == Guards.REJECT or _RETURNED.match(src.lines[gate.line - 1])):
-            found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH)
+            away = (
+                frozenset(gate.admits)
+                if gate.guards == Guards.REJECT
+                else frozenset(arch.capabilities()) - set(gate.admits)
+            )
+            found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH, away, bodies or {})
         return frozenset(
             found
             or self._named(src)
@@ -754,20 +767,25 @@ class _Reach:
             found |= self._built_by(target)
         return found
 
-    def _built_after_calls(self, src: _Source, line: int, tests: Tests, depth: int) -> set[str]:
+    def _built_after_calls(
+        self, src: _Source, line: int, tests: Tests, depth: int, away: frozenset[str], bodies: Bodies
+    ) -> set[str]:
         """What the callers of the function holding ``line`` build after calling it: a check
-        helper (``require_sm120(device)``) guards what its callers then run. Every caller must
-        reach a build, else nothing is known."""
+        helper (``require_sm120(device)``) guards what its callers then run. Every caller that
+        the turned-away capabilities (``away``) can reach must reach a build, else nothing is known."""
         held = _enclosing(src, line)
         if held is None or depth == 0:
             return set()
         found: set[str] = set()
         for caller, at, end in self._callers(src, held[0]):
-            first, last = tests.get(self.modules[caller.module], {}).get(at, (0, 0))
+            path = self.modules[caller.module]
+            if any(a <= at <= b and not taken & away for a, b, taken in bodies.get(path, ())):
+                continue  # only parts the check lets through ever make this call
+            first, last = tests.get(path, {}).get(at, (0, 0))
             if not first:  # not the test of an if: what runs after the call
                 first, last = at + 1, end
             got = self._built_in(caller, first, last, tests) if first <= last else set()
-            got = got or self._built_after_calls(caller, at, tests, depth - 1)
+            got = got or self._built_after_calls(caller, at, tests, depth - 1, away, bodies)
             if not got:
                 return set()
             found |= got

@@ -123,6 +123,30 @@ def test_a_loader_a_package_re_exports_is_the_one_it_imports():
     assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
 
 
+GUARDED_CALLER = """\
+import torch
+
+from pkg.check import require_sm120
+
+
+def explain(x):
+    why = None
+    if torch.cuda.get_device_capability(x.device) == (12, 0):
+        why = require_sm120(x.device)
+    return why
+"""
+
+
+def test_a_caller_only_the_admitted_part_reaches_is_no_path_for_the_others():
+    """The second caller calls the check only on 12.0: on 12.1 the check is reached from the
+    loader's path alone, and that path's build is sm_120a."""
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
+    files["pkg/explain.py"] = GUARDED_CALLER
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH015"]
+    files["pkg/explain.py"] = GUARDED_CALLER.replace("== (12, 0)", ">= (9, 0)")  # 12.1 calls it there too
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
+
+
 def test_one_caller_without_a_pinned_build_leaves_the_trap():
     files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
     files["pkg/ref.py"] = PLAIN_OP
