@@ -11,7 +11,8 @@ it. A gate inside it, or in a header only such sources include, decides nothing 
 never compiles it; widening the gate changes nothing there. A program compiled at run time
 (NVRTC) with a fixed ``--gpu-architecture=sm_90a`` is the same, and so is a JSON build manifest
 shipped beside the sources (``{"libraries": [{"gencode": "-gencode=arch=compute_103a,…",
-"sources": ["csrc/k.cu"]}]}``). Flags of several generations
+"sources": ["csrc/k.cu"]}]}``), or a Python call that declares one in its literal arguments
+(``CakeProgram(sources=("k.cu",), targets=("sm_100a", "sm_103a"))``). Flags of several generations
 that leave 12.x out (``[9, 10]``) are a list to judge where it is written, and the gates behind
 it are what 12.x meets once the list is widened: those stay judged. A source that the package
 names anywhere else (another function, a module-level list) may be built for any device.
@@ -19,6 +20,7 @@ names anywhere else (another function, a module-level list) may be built for any
 
 from __future__ import annotations
 
+import ast
 import json
 import posixpath
 import re
@@ -79,6 +81,7 @@ def restrictions(
         if not found:
             continue
         spans = _unserving(data, flags.get(path, []), targets)
+        declared = _declared(data)
         pinned = build_targets(data.decode("utf-8", "replace"))
         for _, name in found:
             if pinned:
@@ -87,7 +90,12 @@ def restrictions(
                 unpinned.add(name)
         for line, name in found:
             span = next(((caps, sites) for (a, b), caps, sites in spans if a <= line <= b), None)
-            if span is None:
+            built = next((built[name] for a, b, built in declared if a <= line <= b and built.get(name)), None)
+            if built is not None:
+                (
+                    one if len({arch.generation(c) for c in built}) == 1 and not _serves(built, targets) else anywhere
+                ).add(name)
+            elif span is None:
                 anywhere.add(name)
             elif len({arch.generation(c) for c in span[0]}) == 1:
                 one.add(name)
@@ -108,6 +116,7 @@ def restrictions(
 
 _MANIFEST_TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3})[af]?\b")
 """A build target a manifest names: ``sm_103a``, ``-gencode=arch=compute_90,code=sm_90``."""
+_MANIFEST_TARGET_BYTES = re.compile(_MANIFEST_TARGET.pattern.encode())
 _MANIFEST_SOURCE = re.compile(r"[^\s\"'{}]+\.(?:cu|cpp|cc|cxx|c)")
 
 
@@ -121,6 +130,41 @@ def manifest_builds(path: str, data: bytes) -> dict[str, set[str]]:
     except ValueError:
         return {}
     here = posixpath.dirname(path)
+    return {posixpath.normpath(posixpath.join(here, name)): caps for name, caps in _built_for(doc).items()}
+
+
+def _declared(data: bytes) -> list[tuple[int, int, dict[str, set[str]]]]:
+    """The calls of a Python module that declare a build in their literal arguments, as a
+    manifest entry does (``CakeProgram(sources=("k.cu",), targets=("sm_100a", "sm_103a"))``):
+    first and last line, and what each source they name is built for."""
+    if not (_SOURCE.search(data) and _MANIFEST_TARGET_BYTES.search(data)):
+        return []
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            literal = {k.arg or "": _literal(k.value) for k in node.keywords} | {"": [_literal(a) for a in node.args]}
+            built = _built_for(literal)
+            if any(built.values()):
+                out.append((node.lineno, node.end_lineno or node.lineno, built))
+    return out
+
+
+def _literal(node: ast.expr) -> object:
+    """A literal argument's value (strings, tuples and lists of them); None for anything else."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _built_for(doc: object) -> dict[str, set[str]]:
+    """Per source name a document names, the capabilities the innermost object around it whose
+    own values name build targets builds it for."""
     found: dict[str, set[str]] = {}
     work: list[tuple[object, frozenset[str]]] = [(doc, frozenset())]
     while work:
@@ -132,7 +176,7 @@ def manifest_builds(path: str, data: bytes) -> dict[str, set[str]]:
         elif isinstance(node, list):
             work += [(v, caps) for v in node]
         elif isinstance(node, str) and _MANIFEST_SOURCE.fullmatch(node):
-            found.setdefault(posixpath.normpath(posixpath.join(here, node)), set()).update(caps)
+            found.setdefault(node, set()).update(caps)
     return found
 
 

@@ -28,6 +28,8 @@ def test_what_only_one_other_generation_builds_is_not_judged():
         "pkg/third_party/deep/gemm_impl.cuh": Reach.UNBUILT,  # compiled at run time for sm_90a alone
         "pkg/prebuilt/csrc/rms_kernel.cu": Reach.UNBUILT,  # build.json: sm_100a and sm_103a
         "pkg/prebuilt/csrc/scale_kernel.cu": Reach.REACHED,  # build.json: sm_100a and sm_120a
+        "pkg/csrc/rowsum_prog.cu": Reach.UNBUILT,  # Program(targets=("sm_100a", "sm_103a"))
+        "pkg/csrc/scale_prog.cu": Reach.REACHED,  # Program(targets=("sm_100a", "sm_120a"))
     }
     rules = {(f.file, f.rule) for f in result.findings}
     assert ("pkg/csrc/comm.cu", "ARCH001") in rules
@@ -36,6 +38,7 @@ def test_what_only_one_other_generation_builds_is_not_judged():
     assert {g.file: g.built_by for g in result.gates if g.built_by} == {"pkg/csrc/comm.cu": ("pkg/jit/modules.py:14",)}
     assert ("pkg/jit/modules.py", "ARCH002") in rules  # the [9, 10] list itself
     assert ("pkg/prebuilt/csrc/scale_kernel.cu", "ARCH007") in rules
+    assert ("pkg/csrc/scale_prog.cu", "ARCH007") in rules
     assert not {f for f, _ in rules} & {f for f, r in reach.items() if r == Reach.UNBUILT}
     assert {f.file for f in _scan(unreached=True).findings} >= {"pkg/csrc/softmax_tail.cuh"}
 
