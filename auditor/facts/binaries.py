@@ -772,24 +772,31 @@ class _Reach:
     ) -> set[str]:
         """What the callers of the function holding ``line`` build after calling it: a check
         helper (``require_sm120(device)``) guards what its callers then run. Every caller that
-        the turned-away capabilities (``away``) can reach must reach a build, else nothing is known."""
+        the turned-away capabilities (``away``) can reach must reach a build, else nothing is
+        known. One they cannot reach vetoes nothing, and speaks only when no other caller does (a
+        check every caller makes behind a branch for the admitted parts alone)."""
         held = _enclosing(src, line)
         if held is None or depth == 0:
             return set()
         found: set[str] = set()
+        aside: set[str] = set()  # what the callers the turned-away parts cannot reach build
+        reached = False
         for caller, at, end in self._callers(src, held[0]):
             path = self.modules[caller.module]
-            if any(a <= at <= b and not taken & away for a, b, taken in bodies.get(path, ())):
-                continue  # only parts the check lets through ever make this call
+            admitted_only = any(a <= at <= b and not taken & away for a, b, taken in bodies.get(path, ()))
             first, last = tests.get(path, {}).get(at, (0, 0))
             if not first:  # not the test of an if: what runs after the call
                 first, last = at + 1, end
             got = self._built_in(caller, first, last, tests) if first <= last else set()
             got = got or self._built_after_calls(caller, at, tests, depth - 1, away, bodies)
+            if admitted_only:
+                aside |= got
+                continue
             if not got:
                 return set()
             found |= got
-        return found
+            reached = True
+        return found if reached else aside
 
     def _callers(self, src: _Source, name: str) -> list[tuple[_Source, int, int]]:
         """(file, line, last line of the calling function) of each call of a function in the

@@ -147,6 +147,20 @@ def test_a_caller_only_the_admitted_part_reaches_is_no_path_for_the_others():
     assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
 
 
+def test_a_check_every_caller_makes_for_the_admitted_part_alone_keeps_their_build():
+    """Every call of the check sits in a function declared for 12.0 alone
+    (``@supported_compute_capability([120])``): no path reaches it on 12.1 but through them, and
+    what they run is the sm_120a build."""
+    declared = OP.replace(
+        "from pkg.jit.sage import gen_sage_module\n",
+        "from pkg.jit.sage import gen_sage_module\nfrom pkg.utils import supported_compute_capability\n",
+    ).replace("def _validate(x):", "@supported_compute_capability([120])\ndef _validate(x):")
+    utils = "def supported_compute_capability(ccs):\n    return lambda f: f\n"
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": declared}
+    files["pkg/utils.py"] = utils
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH015"]
+
+
 def test_one_caller_without_a_pinned_build_leaves_the_trap():
     files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
     files["pkg/ref.py"] = PLAIN_OP
