@@ -213,8 +213,13 @@ def generation(capability: str) -> str:
 
 def shared_memory_kb(capability: str) -> int | None:
     """The most shared memory a thread block may use on a capability, in KB; None where unknown."""
-    value = datafiles.read_json("devices.json")["shared_memory_per_block_kb"].get(capability)
-    return value if isinstance(value, int) else None
+    return _shared_memory().get(capability)
+
+
+@cache
+def _shared_memory() -> dict[str, int]:
+    table = datafiles.read_json("devices.json")["shared_memory_per_block_kb"]
+    return {c: kb for c, kb in table.items() if isinstance(kb, int)}
 
 
 def _target_key(name: str) -> tuple[int, int]:

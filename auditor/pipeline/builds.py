@@ -33,7 +33,7 @@ from auditor.facts import names
 from auditor.facts.binaries import build_targets
 from auditor.model import Gate, GateKind, Target
 from auditor.python.symbols import parser
-from auditor.sources.files import quoted_path
+from auditor.sources.files import BUILD_TARGET, quoted_path
 from auditor.verdicts import capabilities_of
 
 _SOURCE = re.compile(quoted_path("cu", "cpp", "cc", "cxx", "c").encode())
@@ -114,7 +114,7 @@ def restrictions(
     )
 
 
-_MANIFEST_TARGET = re.compile(r"\b(?:sm|compute)_(\d{2,3})[af]?\b")
+_MANIFEST_TARGET = re.compile(BUILD_TARGET)
 """A build target a manifest names: ``sm_103a``, ``-gencode=arch=compute_90,code=sm_90``."""
 _MANIFEST_TARGET_BYTES = re.compile(_MANIFEST_TARGET.pattern.encode())
 _MANIFEST_SOURCE = re.compile(r"[^\s\"'{}]+\.(?:cu|cpp|cc|cxx|c)")

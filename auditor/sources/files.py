@@ -41,7 +41,9 @@ MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 """A JSON build manifest is small (flashinfer's largest: 1.1 MB); a larger JSON file is data
 (a tokenizer, a tuning table) and is not read."""
 _SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$", re.I)
-_MANIFEST_HINT = re.compile(rb"\b(?:sm|compute)_\d{2,3}[af]?\b")
+BUILD_TARGET = r"\b(?:sm|compute)_(\d{2,3})[af]?\b"
+"""An nvcc build target as a manifest or a build call writes it (``sm_103a``, ``compute_90``)."""
+_MANIFEST_HINT = re.compile(BUILD_TARGET.encode())
 _TEMPLATE_HINT = re.compile(rb"^[ \t]*#[ \t]*(?:include|if|ifdef|ifndef|pragma)\b|__global__", re.M)
 
 Item = Union[SourceFile, "LazyFile", FileError]
