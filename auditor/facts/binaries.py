@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import builtins
 import importlib
 import io
 import json
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from itertools import chain, islice
+from itertools import chain
 from types import ModuleType
 from typing import IO, Any, TypeVar
 
@@ -531,7 +532,12 @@ def with_extensions(
 @lru_cache(maxsize=1)
 def prebuilt_packages() -> Mapping[str, str]:
     """Top-level module -> distribution, for the packages whose kernels come prebuilt."""
-    return datafiles.read_json("kernel-packages.json")["prebuilt"]
+    return _kernel_packages()["prebuilt"]
+
+
+@lru_cache(maxsize=1)
+def _kernel_packages() -> Mapping[str, Any]:
+    return datafiles.read_json("kernel-packages.json")
 
 
 def _registrants(
@@ -625,6 +631,10 @@ class _Source:
     imported: Mapping[str, str]
     """Name -> dotted path of what the file's ``from … import`` statements bind: a package's
     ``__init__`` that re-exports ``from .impl import run`` hands ``run`` on."""
+    opaque: tuple[int, ...]
+    """Lines with a call that may run a build the file does not show: a launch (``k[grid](…)``),
+    a call of an import outside the buildless modules, of ``self``'s members or of an unknown
+    name. Calls of the file's functions, the builtins and methods of values are not."""
 
 
 Tests = Mapping[str, Mapping[int, tuple[int, int]]]
@@ -634,7 +644,8 @@ Bodies = Mapping[str, Sequence[tuple[int, int, frozenset[str]]]]
 """Per Python file, the lines each of its branches guards, with the capabilities that take it."""
 
 MAX_CALLERS = 8
-"""A function called from more places than this is a shared utility, not one kernel's check."""
+"""A function called from more modules than this is a shared utility, not one kernel's check;
+calls within one module are that module's own (a validation helper of its every entry point)."""
 
 CALL_DEPTH = 3
 """How deep calls within one file are followed from guarded code: a loader that calls a loader
@@ -755,29 +766,41 @@ class _Reach:
         (of the file, or of a Python module of the input) name; conditions are skipped."""
         skip = tests.get(self.modules.get(src.module, ""), {})
         lines = [n for n in range(first, last + 1) if n not in skip]
-        found = build_targets("\n".join(src.lines[n - 1] for n in lines))
+        found = build_targets(_code(src.lines[n - 1] for n in lines))
         called = {name for n in lines for _, name in _between(src.calls, n, n)}
         called |= {deeper for name in list(called) for deeper in self._called(src, *src.functions[name])}
         uses = [u for n in lines if not _IMPORT.match(src.lines[n - 1]) for u in _between(src.uses, n, n)]
         for name in called:
             a, b = src.functions[name]
-            found |= build_targets("\n".join(src.lines[a - 1 : b]))
+            found |= build_targets(_code(src.lines[a - 1 : b]))
             uses += _between(src.uses, a, b)
         for _, target in uses:
             found |= self._built_by(target)
         return found
 
     def _built_after_calls(
-        self, src: _Source, line: int, tests: Tests, depth: int, away: frozenset[str], bodies: Bodies
+        self,
+        src: _Source,
+        line: int,
+        tests: Tests,
+        depth: int,
+        away: frozenset[str],
+        bodies: Bodies,
+        home: str = "",
     ) -> set[str]:
         """What the callers of the function holding ``line`` build after calling it: a check
         helper (``require_sm120(device)``) guards what its callers then run. Every caller that
         the turned-away capabilities (``away``) can reach must reach a build, else nothing is
-        known. One they cannot reach vetoes nothing, and speaks only when no other caller does (a
-        check every caller makes behind a branch for the admitted parts alone)."""
+        known. A caller in the check's own module (``home``) that runs no build at all (torch
+        operations and its file's helpers) is one step of the API the check serves, beside the
+        steps that run its kernels, and says nothing either way; one in another module is a
+        path of its own (a reference implementation), and its trap stands. A caller the
+        turned-away parts cannot reach vetoes nothing, and speaks only when no other caller
+        does (a check every caller makes behind a branch for the admitted parts alone)."""
         held = _enclosing(src, line)
         if held is None or depth == 0:
             return set()
+        home = home or src.module
         found: set[str] = set()
         aside: set[str] = set()  # what the callers the turned-away parts cannot reach build
         reached = False
@@ -788,7 +811,9 @@ class _Reach:
             if not first:  # not the test of an if: what runs after the call
                 first, last = at + 1, end
             got = self._built_in(caller, first, last, tests) if first <= last else set()
-            got = got or self._built_after_calls(caller, at, tests, depth - 1, away, bodies)
+            got = got or self._built_after_calls(caller, at, tests, depth - 1, away, bodies, home)
+            if not got and caller.module == home and first <= last and self._runs_nothing(caller, first, last):
+                continue  # a torch-only step of the check's own module
             if admitted_only:
                 aside |= got
                 continue
@@ -798,10 +823,19 @@ class _Reach:
             reached = True
         return found if reached else aside
 
+    def _runs_nothing(self, src: _Source, first: int, last: int) -> bool:
+        """Whether lines ``first..last`` of a file, with the file's functions they call, run no
+        build: no opaque call (:attr:`_Source.opaque`), no ``torch.ops`` and no extension. A
+        portable kernel (a launch, a JIT module without pins) is not nothing."""
+        spans = [(first, last), *(src.functions[n] for n in self._called(src, first, last))]
+        if any(bisect.bisect_left(src.opaque, a) < bisect.bisect_right(src.opaque, b) for a, b in spans):
+            return False
+        return not any(next(self._refs(src, a, b), None) for a, b in spans)
+
     def _callers(self, src: _Source, name: str) -> list[tuple[_Source, int, int]]:
         """(file, line, last line of the calling function) of each call of a function in the
         input, inside a function (an import is no call): by the name bound to it in another
-        module, or by its bare name in its own file; none past :data:`MAX_CALLERS`."""
+        module, or by its bare name in its own file; none past :data:`MAX_CALLERS` modules."""
         dotted = f"{src.module}.{name}"
         if dotted not in self._callers_memo:
             if self._importers is None:
@@ -812,9 +846,18 @@ class _Reach:
                 ((src, at) for at, called in src.calls if called == name and not _inside(src, name, at)),
                 ((o, at) for o in others if o is not None for at, target in o.uses if target == dotted),
             )
-            calls = ((o, at, held[1][1]) for o, at in sites if (held := _enclosing(o, at)) is not None)
-            found = list(islice(calls, MAX_CALLERS + 1))  # stop reading files once past the cap
-            self._callers_memo[dotted] = found if len(found) <= MAX_CALLERS else []
+            found: list[tuple[_Source, int, int]] = []
+            modules: set[str] = set()
+            for o, at in sites:
+                held = _enclosing(o, at)
+                if held is None:
+                    continue
+                modules.add(o.module)
+                if len(modules) > MAX_CALLERS:  # stop reading files once past the cap
+                    found = []
+                    break
+                found.append((o, at, held[1][1]))
+            self._callers_memo[dotted] = found
         return self._callers_memo[dotted]
 
     def _built_by(self, dotted: str, depth: int = CALL_DEPTH) -> set[str]:
@@ -833,7 +876,7 @@ class _Reach:
                     return set()
                 span = src.functions[parts[n]]
                 spans = [span, *(src.functions[c] for c in self._called(src, *span))]
-                return {t for a, b in spans for t in build_targets("\n".join(src.lines[a - 1 : b]))}
+                return {t for a, b in spans for t in build_targets(_code(src.lines[a - 1 : b]))}
         return set()
 
     def elsewhere(self, package: str) -> bool:
@@ -930,6 +973,16 @@ class _Reach:
         return hit
 
 
+_COMMENT = re.compile(r"""^((?:[^#'"\n]|'[^'\n]*'|"[^"\n]*")*)#.*$""", re.M)
+"""A line's ``#`` comment, outside the quotes of that line."""
+
+
+def _code(lines: Iterable[str]) -> str:
+    """Python lines without their comments: a comment that says what a default context would
+    choose (``normalizes SM 12.0 to compute_120f``) builds nothing."""
+    return _COMMENT.sub(r"\1", "\n".join(lines))
+
+
 def _between(rows: tuple[tuple[int, str], ...], first: int, last: int) -> tuple[tuple[int, str], ...]:
     lo = bisect.bisect_left(rows, (first, ""))
     hi = bisect.bisect_right(rows, (last, "\uffff"))
@@ -997,6 +1050,7 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
     calls: list[tuple[int, str]] = []
     strings: list[tuple[int, str]] = []
     imported: dict[str, str] = {}
+    invoked: list[ast.Call] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
             strings.append((node.lineno, node.value))
@@ -1016,6 +1070,7 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
             calls.append((node.lineno, name))
+            invoked.append(node)
     qualified = {id(a.value) for a in attributes if a.value.id in bound}  # type: ignore[attr-defined]
     after: list[tuple[int, int, int]] = []
     for node in ast.walk(tree):
@@ -1037,7 +1092,47 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
         tuple(sorted(strings)),
         tuple(after),
         imported,
+        tuple(sorted({c.lineno for c in invoked if _opaque(c.func, bound, functions)})),
     )
+
+
+def _opaque(f: ast.expr, bound: Mapping[str, str], functions: Mapping[str, Any]) -> bool:
+    """Whether a call of ``f`` may run a build the file does not show (:attr:`_Source.opaque`)."""
+    if isinstance(f, ast.Subscript):
+        return True  # a launch: kernel[grid](...)
+    root: ast.expr = f
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False  # a method of a value some other call made
+    if root.id in bound:
+        dotted = ".".join([bound[root.id], *reversed(_attributes(f))])
+        return not _buildless(dotted)
+    if isinstance(f, ast.Attribute):
+        return root.id in ("self", "cls")
+    return f.id not in functions and f.id not in _BUILTINS  # type: ignore[attr-defined]
+
+
+def _attributes(f: ast.expr) -> list[str]:
+    """The attribute names of ``a.b.c``, innermost last: ``["c", "b"]``."""
+    out = []
+    while isinstance(f, ast.Attribute):
+        out.append(f.attr)
+        f = f.value
+    return out
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _buildless(dotted: str) -> bool:
+    """Whether a dotted name lies in a module whose calls run no build (``data/kernel-packages.json``)."""
+    data = _kernel_packages()
+
+    def under(prefixes: Iterable[str]) -> bool:
+        return any(dotted == p or dotted.startswith(p + ".") for p in prefixes)
+
+    return under(data["buildless"]) and not under(data["building"])
 
 
 def source_summary(src: _Source | None) -> Any:
@@ -1052,6 +1147,7 @@ def source_summary(src: _Source | None) -> Any:
         [list(x) for x in src.strings],
         [list(x) for x in src.after],
         [[name, dotted] for name, dotted in sorted(src.imported.items())],
+        list(src.opaque),
     ]
 
 
@@ -1060,7 +1156,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
     TypeError, KeyError, IndexError) on anything it did not write."""
     if summary == 0 and type(summary) is int:
         return None
-    uses, calls, functions, strings, after, imported = summary
+    uses, calls, functions, strings, after, imported, opaque = summary
 
     def pair(row: Any) -> tuple[int, str]:
         line, text = row
@@ -1090,6 +1186,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
         tuple(map(pair, strings)),
         tuple((x[0], x[1], x[2]) for x in found),
         {name: dotted for name, dotted in imported if type(name) is str and type(dotted) is str},
+        ints(opaque),
     )
 
 

@@ -309,3 +309,42 @@ def test_a_backend_package_whose_compiles_all_pin_sm120a_speaks_for_its_other_mo
     assert [(f.rule, f.file) for f in findings] == [("ARCH015", "pkg/experimental/gdn/_api.py")]
     top = run({"pkg/consumer.py": CONSUMER, "pkg/_api.py": PLAN})
     assert [f.rule for f in top] == ["ARCH003"]
+
+
+def _stages(torch_only: str) -> str:
+    """A module of ten entry points behind one validation helper: nine run the sm_120a build,
+    the tenth runs ``torch_only``."""
+    head = (
+        "import torch\n\nfrom pkg.jit.sage import load_sage_module\n\n\n"
+        "def _require_sm120(t):\n"
+        "    if torch.cuda.get_device_capability(t.device) != (12, 0):\n"
+        '        raise RuntimeError("these stages are for this GPU")\n\n\n'
+        "def _validate(name, t):\n    _require_sm120(t)\n    return t.shape\n\n\n"
+        "def _minmax_impl(t):\n    out = torch.empty(2, device=t.device)\n    out[0] = t.amin()\n    return out\n"
+    )
+    stages = "".join(
+        f"\n\ndef stage{i}(t):\n    _validate('t', t)\n    return load_sage_module().run(t)\n" for i in range(9)
+    )
+    return head + stages + f"\n\ndef boundary_minmax(t):\n    _validate('t', t)\n    return {torch_only}\n"
+
+
+def test_a_torch_only_step_of_the_checks_own_module_says_nothing_of_the_build():
+    """Ten callers in one module are its API, not a shared utility's users; the one that runs
+    only torch operations is a step beside the kernel steps, and the build of the others
+    decides (flashinfer's low-precision Ulysses stages behind ``_require_sm89_or_sm120``)."""
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/stages.py": _stages("_minmax_impl(t)")}
+    assert [f.rule for f in run(files) if f.file == "pkg/stages.py"] == ["ARCH015"]
+    # A launch is a portable kernel, not nothing: 12.1 is kept from code it could run.
+    launched = _stages("_minmax_kernel[(1,)](t)").replace("import torch\n", "import torch\nimport triton\n", 1)
+    launched += "\n\n@triton.jit\ndef _minmax_kernel(t):\n    pass\n"
+    files["pkg/stages.py"] = launched
+    assert [f.rule for f in run(files) if f.file == "pkg/stages.py"] == ["ARCH003"]
+
+
+def test_a_comment_naming_a_family_target_builds_nothing():
+    commented = LOADER.replace(
+        "def gen_sage_module():\n",
+        "def gen_sage_module():\n    # the default context would normalize 12.0 to compute_120f; pin 120a\n",
+    )
+    findings = run({"pkg/jit/core.py": CORE, "pkg/jit/sage.py": commented, "pkg/sage.py": SAGE})
+    assert [f.rule for f in findings if f.file == "pkg/sage.py"] == ["ARCH015"]
