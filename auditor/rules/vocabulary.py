@@ -278,8 +278,9 @@ def states_scope(v: GateView) -> bool:
 
 SHAPE_PINS = 2
 """How many problem-shape parameters a condition pins to numbers to choose for one shape."""
-_PINNED = re.compile(r"\b([A-Za-z_][\w.]*)\)?\s*(?:==|\bin\b)\s*[(\[]?\s*\d+\b")
-"""A name compared with a number (``int(num_q_heads) == 36``, ``plan.page_size in (64, 128)``)."""
+_PINNED = re.compile(r"\b([A-Za-z_][\w.]*(?:\[\d+\]|\(\d+\))?)\)?\s*(?:==|\bin\b)\s*[(\[]?\s*\d+\b")
+"""A name compared with a number (``int(num_q_heads) == 36``, ``plan.page_size in (64, 128)``), or
+a tensor's dimension (``scores.shape[1] == 512``, ``x.size(0) == 1``)."""
 _PINNED_ROW = re.compile(r"\(\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*\)\s*in\b")
 """Names looked up together in a table of rows (``(m, k, n) in _PRODUCTION_SHAPES``): each is pinned
 to the table's numbers."""

@@ -155,3 +155,25 @@ def test_a_choice_made_on_the_parts_it_was_validated_on_is_a_speed_choice():
     assert [(f.rule, f.severity) for f in findings] == [("ARCH014", "low")]
     assert "we validated" in findings[0].message
     assert [f.rule for f in run(QUALIFIED.replace(" we validated", ""))] == ["ARCH002"]
+
+
+ROUTER = """\
+import torch
+
+
+def gate(scores, bias, topk):
+    if (
+        torch.cuda.get_device_capability(scores.device) == (12, 0)
+        and scores.shape[1] == 512
+        and topk == 22
+    ):
+        return small_m_gate(scores, bias, topk)
+    return general_gate(scores, bias, topk)
+"""
+
+
+def test_a_tensor_dimension_pinned_to_a_number_is_a_shape_parameter():
+    """``scores.shape[1] == 512 and topk == 22``: a router kernel for one model's expert count."""
+    (f,) = run(ROUTER)
+    assert (f.rule, f.severity) == ("ARCH014", "low") and "(for one problem shape: shape[1], topk)" in f.message
+    assert [f.rule for f in run(ROUTER.replace("        and scores.shape[1] == 512\n", ""))] == ["ARCH003"]
