@@ -631,6 +631,12 @@ class _Source:
     imported: Mapping[str, str]
     """Name -> dotted path of what the file's ``from … import`` statements bind: a package's
     ``__init__`` that re-exports ``from .impl import run`` hands ``run`` on."""
+    constants: Mapping[str, tuple[int, int, bool]]
+    """Name -> (first, last line, whether a call made it) of each module-level assignment to a
+    plain name of a call (a program declared with its targets: ``GEMM = CakeProgram(…,
+    targets=("sm_120a",))``) or of a table (``_GEMMS = {mode: GEMM, …}``, whose entries count,
+    not its text: ``{(12, 0): "sm_120a", …}`` maps parts to targets and builds nothing). A read
+    of an upper-case one is in ``uses``."""
     opaque: tuple[int, ...]
     """Lines with a call that may run a build the file does not show: a launch (``k[grid](…)``),
     a call of an import outside the buildless modules, of ``self``'s members or of an unknown
@@ -795,33 +801,44 @@ class _Reach:
         operations and its file's helpers) is one step of the API the check serves, beside the
         steps that run its kernels, and says nothing either way; one in another module is a
         path of its own (a reference implementation), and its trap stands. A caller the
-        turned-away parts cannot reach vetoes nothing, and speaks only when no other caller
+        turned-away parts cannot reach (its call sits in a branch only admitted parts take, or
+        every caller of its own does) vetoes nothing, and speaks only when no other caller
         does (a check every caller makes behind a branch for the admitted parts alone)."""
+        return self._after_calls(src, line, tests, depth, away, bodies, home or src.module)[0]
+
+    def _after_calls(
+        self, src: _Source, line: int, tests: Tests, depth: int, away: frozenset[str], bodies: Bodies, home: str
+    ) -> tuple[set[str], bool]:
+        """:meth:`_built_after_calls`, and whether the turned-away parts reach the function at
+        all: not when it has callers and every one of them sits where only admitted parts go."""
         held = _enclosing(src, line)
         if held is None or depth == 0:
-            return set()
-        home = home or src.module
+            return set(), True
         found: set[str] = set()
         aside: set[str] = set()  # what the callers the turned-away parts cannot reach build
         reached = False
-        for caller, at, end in self._callers(src, held[0]):
+        callers = self._callers(src, held[0])
+        for caller, at, end in callers:
             path = self.modules[caller.module]
             admitted_only = any(a <= at <= b and not taken & away for a, b, taken in bodies.get(path, ()))
             first, last = tests.get(path, {}).get(at, (0, 0))
             if not first:  # not the test of an if: what runs after the call
                 first, last = at + 1, end
             got = self._built_in(caller, first, last, tests) if first <= last else set()
-            got = got or self._built_after_calls(caller, at, tests, depth - 1, away, bodies, home)
+            if not got:
+                got, open_ = self._after_calls(caller, at, tests, depth - 1, away, bodies, home)
+                admitted_only = admitted_only or not open_
             if not got and caller.module == home and first <= last and self._runs_nothing(caller, first, last):
+                reached = True
                 continue  # a torch-only step of the check's own module
             if admitted_only:
                 aside |= got
                 continue
             if not got:
-                return set()
+                return set(), True
             found |= got
             reached = True
-        return found if reached else aside
+        return (found, True) if reached else (aside, not callers)
 
     def _runs_nothing(self, src: _Source, first: int, last: int) -> bool:
         """Whether lines ``first..last`` of a file, with the file's functions they call, run no
@@ -872,6 +889,12 @@ class _Reach:
                 src = self.source(self.modules[name])
                 if src is not None and parts[n] in src.imported and depth:
                     return self._built_by(".".join([src.imported[parts[n]], *parts[n + 1 :]]), depth - 1)
+                if src is not None and parts[n] in src.constants:
+                    a, b, made = src.constants[parts[n]]
+                    found = build_targets(_code(src.lines[a - 1 : b])) if made else set()
+                    for _, target in _between(src.uses, a, b) if depth else ():
+                        found |= self._built_by(target, depth - 1)  # a table of programs named elsewhere
+                    return found
                 if src is None or parts[n] not in src.functions:
                     return set()
                 span = src.functions[parts[n]]
@@ -1051,7 +1074,18 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
     strings: list[tuple[int, str]] = []
     imported: dict[str, str] = {}
     invoked: list[ast.Call] = []
+    holders: list[ast.AST] = []  # what holds statements: read once more for what follows each if
+    constants = {
+        t.id: (node.lineno, node.end_lineno or node.lineno, isinstance(node.value, ast.Call))
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        and isinstance(node.value, (ast.Call, ast.Dict, ast.List, ast.Tuple, ast.Set))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    }
     for node in ast.walk(tree):
+        if isinstance(node, (ast.stmt, ast.mod, ast.excepthandler, ast.match_case)):
+            holders.append(node)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
             strings.append((node.lineno, node.value))
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -1073,7 +1107,7 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
             invoked.append(node)
     qualified = {id(a.value) for a in attributes if a.value.id in bound}  # type: ignore[attr-defined]
     after: list[tuple[int, int, int]] = []
-    for node in ast.walk(tree):
+    for node in holders:
         for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
             if not isinstance(block, list):
                 continue
@@ -1082,6 +1116,11 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
                     after.append((stmt.lineno, block[i + 1].lineno, block[-1].end_lineno or block[-1].lineno))
     after.sort(key=lambda x: -x[0])  # innermost (latest) first
     uses = statements + [(n.lineno, bound[n.id]) for n in names if n.id in bound and id(n) not in qualified]
+    uses += [  # a module constant read (``_FP8_GEMM[...]``): what it holds may be a program
+        (n.lineno, f"{module}.{n.id}")
+        for n in names
+        if n.id in constants and n.id not in bound and n.id.upper() == n.id and isinstance(n.ctx, ast.Load)
+    ]
     uses += [(a.lineno, f"{bound[a.value.id]}.{a.attr}") for a in attributes if a.value.id in bound]  # type: ignore[attr-defined]
     return _Source(
         module,
@@ -1092,6 +1131,7 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
         tuple(sorted(strings)),
         tuple(after),
         imported,
+        constants,
         tuple(sorted({c.lineno for c in invoked if _opaque(c.func, bound, functions)})),
     )
 
@@ -1147,6 +1187,7 @@ def source_summary(src: _Source | None) -> Any:
         [list(x) for x in src.strings],
         [list(x) for x in src.after],
         [[name, dotted] for name, dotted in sorted(src.imported.items())],
+        [[name, a, b, made] for name, (a, b, made) in src.constants.items()],
         list(src.opaque),
     ]
 
@@ -1156,7 +1197,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
     TypeError, KeyError, IndexError) on anything it did not write."""
     if summary == 0 and type(summary) is int:
         return None
-    uses, calls, functions, strings, after, imported, opaque = summary
+    uses, calls, functions, strings, after, imported, constants, opaque = summary
 
     def pair(row: Any) -> tuple[int, str]:
         line, text = row
@@ -1169,11 +1210,14 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
             raise ValueError("malformed summary")
         return tuple(row)
 
-    spans: dict[str, tuple[int, int]] = {}
-    for name, a, b in functions:
-        if type(name) is not str:
-            raise ValueError("malformed summary")
-        spans[name] = (a, b) if ints((a, b)) else (0, 0)
+    def named_spans(rows: Any) -> dict[str, tuple[int, int]]:
+        spans: dict[str, tuple[int, int]] = {}
+        for name, a, b in rows:
+            if type(name) is not str:
+                raise ValueError("malformed summary")
+            spans[name] = (a, b) if ints((a, b)) else (0, 0)
+        return spans
+
     found = [ints(x) for x in after]
     if any(len(x) != 3 for x in found):
         raise ValueError("malformed summary")
@@ -1182,10 +1226,11 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
         tuple(data.decode("utf-8", "replace").split("\n")),
         tuple(map(pair, uses)),
         tuple(map(pair, calls)),
-        spans,
+        named_spans(functions),
         tuple(map(pair, strings)),
         tuple((x[0], x[1], x[2]) for x in found),
         {name: dotted for name, dotted in imported if type(name) is str and type(dotted) is str},
+        {name: (a, b, made) for name, a, b, made in constants if ints((a, b)) and type(made) is bool},
         ints(opaque),
     )
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import re2
 
@@ -90,19 +91,19 @@ def uncalled(
     for name, i, q in side.uses:
         uses.setdefault(name, []).append((i, q))
     seen_by = {i: frozenset(seen) for i, seen in side.seen_by}
-    token_bytes, token = _name_tokens({f.name for _, found in side.candidates for f, _ in found})
+    token = _name_tokens({f.name for _, found in side.candidates for f, _ in found})
     for i in sorted(set().union(*seen_by.values())):
         if i < sight.c_files:
             continue  # in the C side
         data = read(sight.files[i])
         _aliases(data, aliases)
-        if not token_bytes.search(data):
+        if not token.search(data):
             continue
         code = data.decode("latin-1")
-        for m in token.finditer(code):
-            qualifier = _qualifier(code, m.start())
+        for start, name in _tokens(token, code):
+            qualifier = _qualifier(code, start)
             if qualifier != ".":
-                uses.setdefault(m.group(), []).append((i, qualifier))
+                uses.setdefault(name, []).append((i, qualifier))
     out: set[tuple[str, int]] = set()
     for i, found in side.candidates:
         for f, gate_lines in found:
@@ -114,11 +115,26 @@ def uncalled(
     return out
 
 
-def _name_tokens(names: set[str]):
-    """The candidates' names as whole words: a quick byte search (RE2), and the search that
-    finds each use in decoded code."""
+def _name_tokens(names: set[str]) -> Any:
+    """The candidates' names as whole words, searched by RE2 in bytes: one automaton for
+    thousands of names, where a backtracking alternation tries each name at each offset."""
     words = "|".join(re.escape(n) for n in sorted(names))
-    return re2.compile(rf"\b(?:{words})\b".encode()), re.compile(rf"\b(?:{words})\b")
+    return re2.compile(rf"\b(?:{words})\b".encode())
+
+
+def _tokens(token: Any, code: str) -> Iterator[tuple[int, str]]:
+    """(offset, name) of each whole-word occurrence of a name in latin-1 decoded code. A name
+    beside a non-ASCII letter (``dimension\xe3``) is inside a word, as for a Unicode ``\b``."""
+    for m in token.finditer(code.encode("latin-1", "replace")):
+        start, end = m.span()
+        if (start and _worded(code[start - 1])) or (end < len(code) and _worded(code[end])):
+            continue
+        yield start, m.group().decode("ascii")
+
+
+def _worded(c: str) -> bool:
+    """A non-ASCII word character (an ASCII one never borders an RE2 ``\b`` match)."""
+    return c >= "\x80" and (c.isalnum() or c == "_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +177,7 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
             candidates[i] = [(functions[k], gate_lines) for k, gate_lines in held.items()]
     if not candidates:
         return CSide()
-    token_bytes, token = _name_tokens({f.name for found in candidates.values() for f, _ in found})
+    token = _name_tokens({f.name for found in candidates.values() for f, _ in found})
     includers: list[list[int]] = [[] for _ in sight.files]
     for i, targets in enumerate(sight.edges):
         for j in targets:
@@ -182,18 +198,18 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
         else:
             data = read(sight.files[i])
             _aliases(data, aliases)
-            if not token_bytes.search(data):
+            if not token.search(data):
                 continue
             code = data.decode("latin-1")
             blanked = blank(code, "cuda", directives=False)[0]
             defined = {f.at for f in functions_of(_without_directives(blanked))}
             code = code if i in sight.written else blanked  # a program's strings are code too
-        for m in token.finditer(code):
-            if m.start() in defined:
+        for start, name in _tokens(token, code):
+            if start in defined:
                 continue  # a definition of that name (another namespace's, an overload) calls nothing
-            qualifier = _qualifier(code, m.start())
+            qualifier = _qualifier(code, start)
             if qualifier != ".":
-                uses.append((m.group(), i, qualifier))
+                uses.append((name, i, qualifier))
     return CSide(
         tuple((i, tuple((f, tuple(g)) for f, g in found)) for i, found in sorted(candidates.items())),
         tuple((i, tuple(sorted(seen))) for i, seen in sorted(seen_by.items())),

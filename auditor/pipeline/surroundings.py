@@ -40,17 +40,18 @@ def with_surroundings(gates: Sequence[Gate], files: Sequence[SourceFile], target
         functions = free_functions(text)
         starts = [f.first for f in functions]
         lines = text.split("\n")
-        found: dict[int, list[Feature]] = {}
+        usable: dict[int, dict[str, list[Feature]]] = {}
         for i in indices:
             g = gates[i]
             k = bisect.bisect_right(starts, g.line) - 1
             if k < 0 or not functions[k].first <= g.line <= functions[k].last:
                 continue
-            if k not in found:
+            if k not in usable:
                 f = functions[k]
                 region = "\n".join(lines[f.first - 1 : f.last])
-                found[k] = [feature for _, feature in scan_region(region, f.first, "cuda", capabilities)]
-            lacking = _lacking(g, found[k], by_file[path], targets, functions[k])
+                features = [feature for _, feature in scan_region(region, f.first, "cuda", capabilities)]
+                usable[k] = _usable(features, by_file[path], targets, f)
+            lacking = _lacking(g, usable[k], targets, functions[k])
             if lacking:
                 out[i] = replace(g, features=g.features + lacking)
     return out
@@ -61,27 +62,36 @@ def _open(gate: Gate, targets: Sequence[Target]) -> bool:
     return verdicts.classify(gate, targets) not in (Classification.NONE, Classification.HARDWARE)
 
 
+def _usable(
+    features: list[Feature], gates: list[Gate], targets: Sequence[Target], function: Function
+) -> dict[str, list[Feature]]:
+    """Per target, the function's features the target compiles (no gate in the function turns
+    it away from their line) and lacks: computed once per function, not once per gate."""
+    inside = [g for g in gates if function.first <= g.line <= function.last]
+    out: dict[str, list[Feature]] = {}
+    for t in targets:
+        away = [g.body_lines for g in inside if verdicts.turns_away(g, t)]
+        out[t.label] = [
+            f
+            for f in features
+            if verdicts.availability(dict(f.on_target).get(t.capability, "")) == "no"
+            and not any(a <= f.line <= b for a, b in away)
+        ]
+    return out
+
+
 def _lacking(
-    gate: Gate, features: list[Feature], siblings: list[Gate], targets: Sequence[Target], function: Function
+    gate: Gate, usable: dict[str, list[Feature]], targets: Sequence[Target], function: Function
 ) -> tuple[Feature, ...]:
     """The features of the function, outside the gate's body, that every target the gate turns
-    away compiles (no other gate turns it away from their line) and lacks."""
+    away compiles and lacks (:func:`_usable`; the gate's own body is outside either way)."""
     excluded = [t for t in targets if verdicts.turns_away(gate, t)]
+    if not excluded:
+        return ()
     first, last = gate.body_lines
-
-    inside = [s for s in siblings if s.id != gate.id and function.first <= s.line <= function.last]
-    away = {t.label: [s.body_lines for s in inside if verdicts.turns_away(s, t)] for t in excluded}
-
-    def compiled_for(line: int, t: Target) -> bool:
-        return not any(a <= line <= b for a, b in away[t.label])
-
-    out = [
-        replace(f, notes=AROUND.format(function.name))
-        for f in features
-        if not first <= f.line <= last
-        and all(
-            verdicts.availability(dict(f.on_target).get(t.capability, "")) == "no" and compiled_for(f.line, t)
-            for t in excluded
-        )
-    ]
+    common = [f for f in usable[excluded[0].label] if not first <= f.line <= last]
+    for t in excluded[1:]:
+        ids = {id(f) for f in usable[t.label]}
+        common = [f for f in common if id(f) in ids]
+    out = [replace(f, notes=AROUND.format(function.name)) for f in common]
     return tuple({f.token: f for f in out}.values())

@@ -366,6 +366,8 @@ class Assembler:
                 return Guards.REJECT
             if found in (Guards.LOG, Guards.TUNE):
                 return found
+        if roles.tuned_with(node):
+            return Guards.TUNE
         p = node.parent
         while p is not None and p.type in ("parenthesized_expression", "argument_list", "not_operator"):
             if p.type == "argument_list" and p.parent is not None and p.parent.type == "call":

@@ -219,3 +219,36 @@ def _on_logger(function: Node | None) -> bool:
     if function is None or function.type != "attribute":
         return False
     return text_of(child(function, "object")).rpartition(".")[2] in _roles().log_owners
+
+
+_HANDED = ("tuple", "list", "argument_list", "keyword_argument", "expression_list")
+"""Where a value is handed to code (a kernel's parameters, a call's arguments), not tested."""
+
+
+def tuned_with(value: Node) -> bool:
+    """A name handed to code that its function unpacked from one configuration together with
+    tuning values (``block_h, block_n, splits, trans_qk, num_ctas = config``, then
+    ``(…, trans_qk)`` among a kernel's parameters): a setting of that configuration, the same
+    code on either side. Most of the other names unpacked with it, two at least, are tuning
+    names ('tuning_names')."""
+    if value.type != "identifier" or value.parent is None or value.parent.type not in _HANDED:
+        return False
+    name = text_of(value)
+    scope: Node | None = value.parent
+    while scope is not None and scope.type != "function_definition":
+        scope = scope.parent
+    stack = [scope] if scope is not None else []
+    while stack:
+        node = stack.pop()
+        if node.type == "assignment":
+            left = child(node, "left")
+            if left is not None and left.type in ("pattern_list", "tuple_pattern"):
+                others = [text_of(t) for t in left.named_children if t.type == "identifier"]
+                if name in others:
+                    others.remove(name)
+                    tuned = [n for n in others if _roles().tuning_names.fullmatch(n)]
+                    if len(tuned) >= 2 and 2 * len(tuned) > len(others):
+                        return True
+            continue
+        stack.extend(c for c in node.named_children if c.type != "function_definition")
+    return False

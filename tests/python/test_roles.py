@@ -43,3 +43,32 @@ def guards(body: str) -> Guards:
 )
 def test_role_from_body(body, expected):
     assert guards(body) == expected
+
+
+CONFIGURED = """\
+import torch
+
+
+def _configuration(heads, capability):
+    return (64, 8, 2, 128, heads < 64 and capability not in ((12, 0), (12, 1)), None)
+
+
+def prepare(q, heads):
+    capability = torch.cuda.get_device_capability(q.device)
+    block_h, block_n, splits, split_len, trans_qk, num_ctas = _configuration(heads, capability)
+    parameters = (q, block_h, block_n, splits, trans_qk)
+    return launch(parameters)
+"""
+
+
+def test_a_flag_unpacked_with_tuning_values_and_handed_to_a_kernel_tunes():
+    """flashinfer 0.7.1's cuTile MLA: ``trans_qk`` comes out of one configuration with tile
+    sizes and splits and is one of the kernel's parameters: the same kernel either way."""
+    text = CONFIGURED.encode()
+    gates, findings, _ = audit_input([SourceFile("m.py", text, "python", "t")], "t", Options(jobs=1))
+    (flag,) = [g for g in gates if g.line == 11]
+    assert flag.guards == Guards.TUNE and findings == []
+    # unpacked beside names that are no tuning values, the flag switches code: reported
+    untuned = CONFIGURED.replace("block_h, block_n, splits, split_len", "q_desc, k_desc, v_desc, split_len")
+    _, findings, _ = audit_input([SourceFile("m.py", untuned.encode(), "python", "t")], "t", Options(jobs=1))
+    assert [f.rule for f in findings] == ["ARCH001"]

@@ -348,3 +348,47 @@ def test_a_comment_naming_a_family_target_builds_nothing():
     )
     findings = run({"pkg/jit/core.py": CORE, "pkg/jit/sage.py": commented, "pkg/sage.py": SAGE})
     assert [f.rule for f in findings if f.file == "pkg/sage.py"] == ["ARCH015"]
+
+
+PROGRAMS = """\
+class Program:
+    def __init__(self, name, sources, targets):
+        self.name, self.sources, self.targets = name, sources, targets
+
+
+CAPABILITY_TARGET = {(9, 0): "sm_90a", (10, 0): "sm_100a", (12, 0): "sm_120a", (12, 1): "sm_121a"}
+GEMM_BF16 = Program("gemm_bf16", ("gemm.cu",), targets=("sm_120a",))
+GEMM_FP8 = Program("gemm_fp8", ("gemm.cu",), targets=("sm_120a",))
+"""
+
+RUNNER = """\
+import torch
+
+from pkg.jit.programs import CAPABILITY_TARGET, GEMM_BF16, GEMM_FP8
+
+_GEMMS = {"bf16": GEMM_BF16, "fp8": GEMM_FP8}
+
+
+def _target(device):
+    return CAPABILITY_TARGET.get(torch.cuda.get_device_capability(device))
+
+
+def _require(device):
+    if torch.cuda.get_device_capability(device) != (12, 0):
+        raise NotImplementedError("built for 12.0 only")
+
+
+def gemm(a, b, mode):
+    _require(a.device)
+    program = _GEMMS[mode]
+    return program.entry(_target(a.device))(a, b)
+"""
+
+
+def test_a_table_of_programs_declared_with_their_targets_is_their_build():
+    """``_GEMMS[mode]`` names programs declared ``targets=("sm_120a",)`` in another module; the
+    map from capabilities to targets beside them lists every target and builds nothing."""
+    files = {"pkg/jit/programs.py": PROGRAMS, "pkg/gemm.py": RUNNER}
+    assert [f.rule for f in run(files) if f.file == "pkg/gemm.py"] == ["ARCH015"]
+    files["pkg/jit/programs.py"] = PROGRAMS.replace('targets=("sm_120a",)', 'targets=("sm_120f",)')
+    assert [f.rule for f in run(files) if f.file == "pkg/gemm.py"] == ["ARCH003"]
