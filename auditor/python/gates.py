@@ -557,10 +557,15 @@ def _kind(kinds) -> GateKind:
     return GateKind.CAPABILITY_COMPARE
 
 
+MAX_UNKNOWNS = 16
+"""How many unknown operands a gate records: enough for a long condition's shape tests
+(``… and scores.shape[1] == 512 and … and topk == 22``, read by the shape rule)."""
+
+
 def _unknowns(notes: tuple, expression: str) -> tuple[str, ...]:
     own = [u for u in notes if u in expression]
     rest = [u for u in notes if u not in own]
-    return tuple(dict.fromkeys(own + rest))[:8]
+    return tuple(dict.fromkeys(own + rest))[:MAX_UNKNOWNS]
 
 
 def _earlier_conditions(node: Node) -> list[Node]:

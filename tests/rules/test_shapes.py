@@ -177,3 +177,12 @@ def test_a_tensor_dimension_pinned_to_a_number_is_a_shape_parameter():
     (f,) = run(ROUTER)
     assert (f.rule, f.severity) == ("ARCH014", "low") and "(for one problem shape: shape[1], topk)" in f.message
     assert [f.rule for f in run(ROUTER.replace("        and scores.shape[1] == 512\n", ""))] == ["ARCH003"]
+
+
+def test_a_long_condition_keeps_its_later_shape_tests():
+    """Eleven tests before ``topk == 22`` (dtypes, strides, ``is not None``): the gate still
+    records it, and the choice is for one shape."""
+    checks = "".join(f"        and scores.stride({i}) == 1\n" for i in range(10))
+    long = ROUTER.replace("        and scores.shape[1] == 512\n", "        and scores.shape[1] == 512\n" + checks)
+    (f,) = run(long)
+    assert f.rule == "ARCH014" and "shape[1], topk" in f.message
