@@ -392,3 +392,35 @@ def test_a_table_of_programs_declared_with_their_targets_is_their_build():
     assert [f.rule for f in run(files) if f.file == "pkg/gemm.py"] == ["ARCH015"]
     files["pkg/jit/programs.py"] = PROGRAMS.replace('targets=("sm_120a",)', 'targets=("sm_120f",)')
     assert [f.rule for f in run(files) if f.file == "pkg/gemm.py"] == ["ARCH003"]
+
+
+DECLARED_ONLY = """\
+from pkg.check import require_sm120
+from pkg.utils import supported_compute_capability
+
+
+def _common(x):
+    require_sm120(x.device)
+    return x.shape[0]
+
+
+@supported_compute_capability([120])
+def entry_a(x):
+    return _common(x)
+
+
+@supported_compute_capability([120])
+def entry_b(x):
+    return _common(x) * 2
+"""
+
+
+def test_a_helper_whose_every_caller_is_declared_for_the_admitted_part_vetoes_nothing():
+    """``_common`` runs no build after the check, but only functions declared for 12.0 call it:
+    12.1 never comes to the check that way, and the loader's sm_120a build decides."""
+    files = {"pkg/jit/core.py": CORE, "pkg/jit/sage.py": LOADER, "pkg/check.py": CHECK, "pkg/op.py": OP}
+    files["pkg/utils.py"] = "def supported_compute_capability(ccs):\n    return lambda f: f\n"
+    files["pkg/other.py"] = DECLARED_ONLY
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH015"]
+    files["pkg/other.py"] = DECLARED_ONLY.replace("@supported_compute_capability([120])\ndef entry_b", "def entry_b")
+    assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
