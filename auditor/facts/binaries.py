@@ -529,7 +529,6 @@ def with_extensions(
     return out
 
 
-@lru_cache(maxsize=1)
 def prebuilt_packages() -> Mapping[str, str]:
     """Top-level module -> distribution, for the packages whose kernels come prebuilt."""
     return _kernel_packages()["prebuilt"]
@@ -1165,14 +1164,16 @@ def _attributes(f: ast.expr) -> list[str]:
 _BUILTINS = frozenset(dir(builtins))
 
 
+@lru_cache(maxsize=4096)
 def _buildless(dotted: str) -> bool:
-    """Whether a dotted name lies in a module whose calls run no build (``data/kernel-packages.json``)."""
+    """Whether a dotted name lies in a module whose calls run no build (``data/kernel-packages.json``).
+    Asked for every imported call of every file read, mostly the same few (``torch.empty``)."""
     data = _kernel_packages()
+    return _under(dotted, data["buildless"]) and not _under(dotted, data["building"])
 
-    def under(prefixes: Iterable[str]) -> bool:
-        return any(dotted == p or dotted.startswith(p + ".") for p in prefixes)
 
-    return under(data["buildless"]) and not under(data["building"])
+def _under(dotted: str, modules: Iterable[str]) -> bool:
+    return any(dotted == m or dotted.startswith(m + ".") for m in modules)
 
 
 def source_summary(src: _Source | None) -> Any:
