@@ -387,80 +387,104 @@ class Assembler:
                 out |= promise
         return arch.sort_archs("device", out)
 
-    # -------------------------------------------------------------- else branches
+    # -------------------------------------------------------------- later branches
     def _else_gates(self) -> list[Found]:
-        """``else`` of a chain with an arch test: admitted where every condition may be false,
-        reported when that excludes something."""
+        """The later branches of a chain with an arch test whose own condition tests no arch:
+        each ``elif`` on something else (``elif compute_capability is not None:``, the branch
+        every part but 9.0 takes) and the ``else``. Each is admitted where every condition before
+        it may be false (and its own may be true), and reported when that excludes something:
+        a target's route needs the branch it takes."""
         out = []
         seen = set()
         for r in self.tainted:
-            node = r.node
-            ifs = _if_of(node)
+            ifs = _if_of(r.node)
             if ifs is None or ifs.id in seen:
                 continue
             seen.add(ifs.id)
-            other = next((a for a in ifs.children_by_field_name("alternative") if a.type == "else_clause"), None)
-            if other is None:
-                continue
-            conds = _conditions_before(ifs)
-            tainted = [
-                c for c in conds if c is not None and (self.recs.get(c.id) and self.recs[c.id].taint is not None)
-            ]
-            if not tainted:
-                continue
-            admits = tuple(c for c in self.caps if all(False in self._truths(e, c) for e in conds))
-            toolkits = self._toolkits(tainted[0], lambda p: all(False in self._at(e, p) for e in conds))  # noqa: B023
-            if len(admits) == len(self.caps) and not toolkits:
-                continue
-            parts = []
-            kinds: set = set()
-            t = None
-            for c in conds:
-                rec = self.recs.get(c.id)
-                if rec is not None and rec.taint is not None:
-                    sites = self._sites(c)
-                    s, e, _ = self._span(c, sites) if sites else (c, c, c)
-                    text = one_line(self.mod.data[s.start_byte : e.end_byte].decode("utf-8", "replace"), 200)
-                    kinds |= rec.taint.kinds
-                    t = rec.taint if t is None else t.merge(rec.taint)
-                else:
-                    text = one_line(self.mod.text(c), 200)
-                parts.append(f"not ({text})")
-            assert t is not None  # some condition is tainted
-            body = child(other, "body")
-            kw = other.child(0)
-            guards = roles.role(body)
-            surely = tuple(c for c in admits if all(self._truths(e, c) == {False} for e in conds))
-            if guards == Guards.REJECT:
-                admits, surely = self._reached(ifs, admits, surely)
-                if len(admits) == len(self.caps) and not toolkits:
-                    continue
-            out.append(
-                Found(
-                    line=line_of(kw),
-                    col=kw.start_point[1],
-                    end_line=line_of(kw),
-                    kind=_kind(kinds),
-                    expression=" and ".join(parts),
-                    domain=Domain.DEVICE,
-                    admits=admits,
-                    context=context_of(ifs),
-                    unknowns=_unknowns(t.unknowns, ""),
-                    resolved_by=ResolvedBy.NAME
-                    if ResolvedBy.NAME in t.via
-                    else ResolvedBy.DEFINITION
-                    if ResolvedBy.DEFINITION in t.via
-                    else ResolvedBy.LITERAL,
-                    resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
-                    chain=tuple(f"not ({one_line(self.mod.text(c))})" for c in conds if c is not None),
-                    guards=guards,
-                    surely=surely if guards == Guards.REJECT else (),
-                    name_implies=self._name_implies(t.names),
-                    body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
-                    toolkits=toolkits,
-                )
-            )
+            for clause in ifs.children_by_field_name("alternative"):
+                own = child(clause, "condition") if clause.type == "elif_clause" else None
+                if clause.type == "elif_clause" and self._tainted(own):
+                    continue  # a root of its own
+                found = self._later(ifs, clause, own)
+                if found is not None:
+                    out.append(found)
         return out
+
+    def _tainted(self, node: Node | None) -> bool:
+        rec = self.recs.get(node.id) if node is not None else None
+        return rec is not None and rec.taint is not None
+
+    def _later(self, ifs: Node, clause: Node, own: Node | None) -> Found | None:
+        """The gate of one ``elif`` (its condition ``own``, testing no arch) or ``else`` of a chain."""
+        conds = _conditions_before(ifs, clause)
+        tainted = [c for c in conds if self._tainted(c)]
+        if not tainted:
+            return None
+        admits = tuple(
+            c
+            for c in self.caps
+            if all(False in self._truths(e, c) for e in conds) and (own is None or True in self._truths(own, c))
+        )
+        toolkits = self._toolkits(
+            tainted[0],
+            lambda p: all(False in self._at(e, p) for e in conds) and (own is None or True in self._at(own, p)),
+        )
+        if len(admits) == len(self.caps) and not toolkits or own is not None and not admits:
+            return None
+        parts = []
+        kinds: set = set()
+        t = None
+        for c in conds:
+            rec = self.recs.get(c.id)
+            if rec is not None and rec.taint is not None:
+                sites = self._sites(c)
+                s, e, _ = self._span(c, sites) if sites else (c, c, c)
+                text = one_line(self.mod.data[s.start_byte : e.end_byte].decode("utf-8", "replace"), 200)
+                kinds |= rec.taint.kinds
+                t = rec.taint if t is None else t.merge(rec.taint)
+            else:
+                text = one_line(self.mod.text(c), 200)
+            parts.append(f"not ({text})")
+        assert t is not None  # some condition is tainted
+        chain = tuple(f"not ({one_line(self.mod.text(c))})" for c in conds if c is not None)
+        if own is not None:
+            parts.append(one_line(self.mod.text(own), 200))
+            chain += (one_line(self.mod.text(own)),)
+        body = child(clause, "body" if own is None else "consequence")
+        kw = clause.child(0)
+        guards = roles.role(body)
+        surely = tuple(
+            c
+            for c in admits
+            if all(self._truths(e, c) == {False} for e in conds) and (own is None or self._truths(own, c) == {True})
+        )
+        if guards == Guards.REJECT:
+            admits, surely = self._reached(ifs, admits, surely)
+            if len(admits) == len(self.caps) and not toolkits:
+                return None
+        return Found(
+            line=line_of(kw),
+            col=kw.start_point[1],
+            end_line=own.end_point[0] + 1 if own is not None else line_of(kw),
+            kind=_kind(kinds),
+            expression=" and ".join(parts),
+            domain=Domain.DEVICE,
+            admits=admits,
+            context=context_of(ifs),
+            unknowns=_unknowns(t.unknowns, ""),
+            resolved_by=ResolvedBy.NAME
+            if ResolvedBy.NAME in t.via
+            else ResolvedBy.DEFINITION
+            if ResolvedBy.DEFINITION in t.via
+            else ResolvedBy.LITERAL,
+            resolutions=tuple(sorted(t.resolutions, key=lambda x: (x.file, x.line, x.name))),
+            chain=chain,
+            guards=guards,
+            surely=surely if guards == Guards.REJECT else (),
+            name_implies=self._name_implies(t.names),
+            body_lines=(line_of(body), body.end_point[0] + 1) if body is not None else (0, 0),
+            toolkits=toolkits,
+        )
 
 
 def _is_test(node: Node) -> bool:
