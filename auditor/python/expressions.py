@@ -20,6 +20,7 @@ from auditor.python.values import (
     NOTHING,
     UNKNOWN,
     Func,
+    Table,
     Taint,
     Val,
     along,
@@ -123,10 +124,16 @@ class Expressions(Core):
         return make((frozenset(x) if isinstance(x, tuple) else UNKNOWN for x in v.elems), v.taint)
 
     def e_dict(self, node: Node, fr: Frame) -> Val:
-        """Unknown as a whole; a scan evaluates its values, so that a flag passed as one
-        (``{"USE_GDC": use_gdc}``) is a gate at that use."""
+        """A :class:`Table` when every key and value is a literal; else unknown as a whole. A
+        scan evaluates the values, so that a flag passed as one (``{"USE_GDC": use_gdc}``) is a
+        gate at that use."""
+        pairs = [c for c in node.named_children if c.type != "comment"]
+        if all(c.type == "pair" and _literal(child(c, "key")) and _literal(child(c, "value")) for c in pairs):
+            items = [(self.eval(child(c, "key"), fr).only(), self.eval(child(c, "value"), fr).only()) for c in pairs]
+            if all(is_data(k) and is_data(v) for k, v in items):
+                return val(Table(tuple(items)))
         if self.recording:
-            for pair in node.named_children:
+            for pair in pairs:
                 if pair.type == "pair":
                     self.eval(child(pair, "value"), fr)
         return ANY
@@ -217,7 +224,10 @@ class Expressions(Core):
         out: set = set()
         for x in base.elems:
             for k in key.elems:
-                if isinstance(x, (tuple, str)) and isinstance(k, (int, _Slice)) and not isinstance(k, bool):
+                if isinstance(x, Table) and is_data(k):
+                    if k in x:
+                        out.add(x[k])
+                elif isinstance(x, (tuple, str)) and isinstance(k, (int, _Slice)) and not isinstance(k, bool):
                     try:
                         r = x[slice(*k.parts)] if isinstance(k, _Slice) else x[k]
                     except Exception:
@@ -348,3 +358,17 @@ def _unescape(text: str, raw: bool) -> str:
         return codecs.decode(text, "unicode_escape")
     except Exception:
         return text
+
+
+_LITERALS = frozenset({"integer", "float", "true", "false", "none"})
+
+
+def _literal(node: Node | None) -> bool:
+    """A constant written out: a number, a string without interpolation, a tuple of those."""
+    if node is None:
+        return False
+    if node.type == "string":
+        return not any(c.type == "interpolation" for c in node.children)
+    if node.type == "tuple":
+        return all(_literal(c) for c in node.named_children)
+    return node.type in _LITERALS

@@ -25,6 +25,7 @@ from auditor.python.values import (
     Func,
     Method,
     Props,
+    Table,
     Taint,
     Val,
     Ver,
@@ -103,6 +104,8 @@ class Externals(Core):
             return val(probes[last])
         if models_mod.foreign(x.path):
             return ANY
+        if x.path == "object.__getattribute__":
+            return self.named_attribute(args)
         if x.path in t.toolkit.parse and args:
             return make((x if isinstance(x, Ver) else version(x) for x in args[0].elems), args[0].taint)
         if last in t.partial and args:
@@ -157,6 +160,8 @@ class Externals(Core):
                 return val(x.cap[0] if attr == "major" else x.cap[1], taint=_CAP_TAINT)
             return ANY
         if isinstance(x, str) and attr in _STR_METHODS:
+            return val(Method(x, attr))
+        if isinstance(x, Table) and attr == "get":
             return val(Method(x, attr))
         return ANY
 
@@ -219,8 +224,10 @@ class Externals(Core):
         unknown truths)."""
         if name in ("isinstance", "hasattr"):
             return Val(BOOL.elems, taints(args))
-        if name in ("getattr", "print"):
-            return ANY if name == "getattr" else val(None)
+        if name == "getattr":
+            return self.named_attribute(args)
+        if name == "print":
+            return val(None)
         fn = {
             "int": int,
             "float": float,
@@ -245,6 +252,14 @@ class Externals(Core):
         if name == "map" and len(args) == 2:
             return self._map(args)
         return _apply(fn, args)
+
+    def named_attribute(self, args) -> Val:
+        """``getattr(obj, "name")`` or ``object.__getattribute__(self, "name")``: with the name
+        known, the attribute itself (``getattr(common, probe)`` of a probe looked up by name)."""
+        name = args[1].only() if len(args) >= 2 and len(args[1].elems) == 1 else None
+        if not isinstance(name, str) or not name.isidentifier():
+            return ANY
+        return self.attribute(args[0], name)
 
     def _map(self, args) -> Val:
         f, xs = args

@@ -164,6 +164,27 @@ class Members:
 
 
 @dataclass(frozen=True, slots=True)
+class Table:
+    """A dict literal of constants (``{"is_sm100": "is_sm100_supported"}``, or ``{}``): read by a
+    known key (``.get``, ``[key]``, ``in``) it gives what the literal holds. A table of probe
+    names looked up by an attribute's name (a ``__getattr__``) leads to the probe."""
+
+    items: tuple[tuple[Any, Any], ...]
+
+    def get(self, key, default=None):
+        return next((v for k, v in self.items if k == key), default)
+
+    def __getitem__(self, key):
+        for k, v in self.items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __contains__(self, key) -> bool:
+        return any(k == key for k, _ in self.items)
+
+
+@dataclass(frozen=True, slots=True)
 class Wrapper:
     """``lru_cache(maxsize=1)``: calling it with a function returns the function."""
 
@@ -307,6 +328,8 @@ def truths(x) -> frozenset:
         return frozenset({True})
     if x is FALSY:
         return frozenset({False})
+    if isinstance(x, Table):
+        return frozenset({bool(x.items)})
     if is_data(x):
         try:
             return frozenset({bool(x)})
@@ -423,6 +446,9 @@ def compare(op: str, a: Val, b: Val) -> Val:
             if settled is not None:
                 out.add(settled)
                 continue
+        if op in ("in", "not in") and isinstance(y, Table) and _known(x):
+            out.add((x in y) == (op == "in"))
+            continue
         if not (_known(x) and _known(y)) and (op not in ("is", "is not") or x in _OPAQUE or y in _OPAQUE):
             # an object the reading does not model (``torch.version.cuda``, an unbound name):
             # its comparisons may go either way, never raise as ``object() >= "12.3"`` would

@@ -907,8 +907,10 @@ def _promised(gate: Gate) -> set[str]:
     for r in causes.named_definitions(gate):
         if not names.promised(r.name):  # a flag: what its value names promises (``sm90 = is_sm90a_supported()``)
             value = _named(r.detail)
-            if not value:
-                return set()  # a name that promises nothing: what it admits is its own
+            if not value or _COMPARES.search(r.detail.partition("=")[2]):
+                # a name that promises nothing, or a value that also tests the capability itself
+                # (``is_sm100 or get_device_sm() == 120``): what it admits is its own
+                return set()
             out |= value
     return out
 
@@ -921,6 +923,7 @@ def _named(expression: str) -> frozenset[str]:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_COMPARES = re.compile(r"[<>!=]=|<|(?<!-)>|\bnot in\b|\bin\b")
 
 
 def _labels(targets: Iterable[Target]) -> str:

@@ -12,7 +12,17 @@ def test_literals_and_arithmetic():
     assert expression("-(3 * 4) // 5").only() == -3
     assert expression("(1, 2) + (3,)").only() == (1, 2, 3)
     assert expression("{3, 1}").only() == frozenset({1, 3})
-    assert expression("{'a': 1}") == ANY
+    assert expression("{'a': x}", prelude="x = f()") == ANY  # a value not written out
+
+
+def test_a_dict_of_constants_is_read_by_key():
+    table = "T = {'is_sm100': 'is_sm100_supported', (12, 0): 'sm120'}"
+    assert expression("T.get('is_sm100')", prelude=table).only() == "is_sm100_supported"
+    assert expression("T.get('nope') or 'x'", prelude=table).only() == "x"
+    assert expression("T[(12, 0)]", prelude=table).only() == "sm120"
+    assert expression("(12, 0) in T", prelude=table).only() is True
+    assert expression("'is_sm90' not in T", prelude=table).only() is True
+    assert expression("'a' in {}").only() is False  # an empty cache: its misses run the real work
 
 
 def test_strings():
