@@ -907,7 +907,7 @@ def _promised(gate: Gate) -> set[str]:
     for r in causes.named_definitions(gate):
         if not names.promised(r.name):  # a flag: what its value names promises (``sm90 = is_sm90a_supported()``)
             value = _named(r.detail)
-            if not value or _COMPARES.search(r.detail.partition("=")[2]):
+            if not value or (not r.detail.startswith("def ") and _COMPARES.search(r.detail)):
                 # a name that promises nothing, or a value that also tests the capability itself
                 # (``is_sm100 or get_device_sm() == 120``): what it admits is its own
                 return set()
@@ -923,7 +923,7 @@ def _named(expression: str) -> frozenset[str]:
 
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
-_COMPARES = re.compile(r"[<>!=]=|<|(?<!-)>|\bnot in\b|\bin\b")
+_COMPARES = re.compile(r"[<>!=]=|[<>]|\bin\b")
 
 
 def _labels(targets: Iterable[Target]) -> str:

@@ -177,13 +177,15 @@ def test_admits_beyond_name():
     assert not holds("admits_beyond_name", both)  # 9.0 is what the other name promises
     assert predicates.FIELDS["name_implies"](GateView(both, TARGETS)) == "9.0, 10.0"
     assert not holds("admits_beyond_name", call(caps(9, 10), "apply_allreduce_fusion(n)"))  # no name to read
-    # `UE8M0` where UE8M0 = ENABLED and (get_platform().is_sm100 or sm == 120): the promising name
-    # is one the scan could not read, and the majors beyond it are what that unknown lets through
+    # `UE8M0` where UE8M0 = ENABLED and (get_platform().is_sm100 or sm == 120): the flag tests the
+    # capability itself beside the name, so it promises what it tests, not what the name says
     unread = gate(caps(9, 10, 11, 12), expression="use_mx and UE8M0", kind="predicate-call", name_implies=("10.0",))
     flag = Resolution("UE8M0", "c.py", 3, "ENABLED and (get_platform().is_sm100 or get_device_sm() == 120)")
     unread = replace(unread, resolved_by="definition")
-    assert holds("admits_beyond_name", replace(unread, resolutions=(flag,)))
-    assert not holds("admits_beyond_name", replace(unread, resolutions=(flag,), unknowns=("get_platform().is_sm100",)))
+    assert not holds("admits_beyond_name", replace(unread, resolutions=(flag,)))
+    alias = Resolution("UE8M0", "c.py", 3, "ENABLED and get_platform().is_sm100")
+    assert holds("admits_beyond_name", replace(unread, resolutions=(alias,)))
+    assert not holds("admits_beyond_name", replace(unread, resolutions=(alias,), unknowns=("get_platform().is_sm100",)))
 
 
 def test_reject_guards_turn_away_what_they_certainly_reject():
