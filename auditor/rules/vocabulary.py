@@ -904,15 +904,29 @@ def _promised(gate: Gate) -> set[str]:
     if not gate.name_implies:
         return set()
     out = set(_named(gate.expression))
-    for r in causes.named_definitions(gate):
-        if not names.promised(r.name):  # a flag: what its value names promises (``sm90 = is_sm90a_supported()``)
-            value = _named(r.detail)
-            if not value or (not r.detail.startswith("def ") and _COMPARES.search(r.detail)):
-                # a name that promises nothing, or a value that also tests the capability itself
-                # (``is_sm100 or get_device_sm() == 120``): what it admits is its own
-                return set()
-            out |= value
+    by_name = {r.name: r for r in gate.resolutions}
+    todo, seen = list(causes.named_definitions(gate)), set()
+    while todo:
+        r = todo.pop()
+        if r in seen or names.promised(r.name):
+            continue
+        seen.add(r)
+        # a flag: what its value names promises (``sm90 = is_sm90a_supported()``), with the flags
+        # it names in turn (``use = is_blackwell or hopper_ok`` where ``hopper_ok = is_sm90 and …``)
+        value = _named(r.detail)
+        flags = [d for w in _WORD.findall(r.detail) if (d := by_name.get(w)) is not None and _is_flag(d) and d != r]
+        if not (value or flags) or (_is_flag(r) and _COMPARES.search(r.detail)):
+            # a name that promises nothing, or a value that also tests the capability itself
+            # (``is_sm100 or get_device_sm() == 120``): what it admits is its own
+            return set()
+        out |= value
+        todo += flags
     return out
+
+
+def _is_flag(r: Resolution) -> bool:
+    """A value (``use_fp8 = …``), not a function."""
+    return not r.detail.startswith(("def ", "async def "))
 
 
 @lru_cache(maxsize=4096)

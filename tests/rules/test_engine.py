@@ -186,6 +186,12 @@ def test_admits_beyond_name():
     alias = Resolution("UE8M0", "c.py", 3, "ENABLED and get_platform().is_sm100")
     assert holds("admits_beyond_name", replace(unread, resolutions=(alias,)))
     assert not holds("admits_beyond_name", replace(unread, resolutions=(alias,), unknowns=("get_platform().is_sm100",)))
+    # `use` where use = is_blackwell or hopper_ok: the flag it names in turn names 9.0 itself
+    nested = replace(unread, expression="use and x")
+    use = Resolution("use", "c.py", 5, "use = is_blackwell or hopper_ok")
+    hopper_ok = Resolution("hopper_ok", "c.py", 4, "hopper_ok = is_sm90 and rows == 1")
+    assert holds("admits_beyond_name", replace(nested, resolutions=(use,)))
+    assert not holds("admits_beyond_name", replace(nested, resolutions=(use, hopper_ok)))
 
 
 def test_reject_guards_turn_away_what_they_certainly_reject():
