@@ -98,7 +98,7 @@ class Calls(Core):
         if isinstance(x, (ClassRef, ExtRef)) and _type_name(x) in self.table.capability_types:
             return _constructed(args, kwargs)
         if isinstance(x, ClassRef):
-            return val(SelfRef(x.module, x.qualname)) if self.answers_any_attribute(x) else ANY
+            return ANY
         if x is UNKNOWN and name:
             return self.by_name(name, args, kwargs)
         return ANY
@@ -132,17 +132,16 @@ class Calls(Core):
                 return byname
         return v
 
-    def call_func(self, f: Func, args, kwargs, read: bool = False) -> Val:
+    def call_func(self, f: Func, args, kwargs) -> Val:
         """A definition's result on these arguments, cached per capability only when it read it; a
-        recursion, a nesting too deep or a definition that may not matter gives an unknown
-        (``read``: evaluated all the same)."""
+        recursion, a nesting too deep or a definition that may not matter gives an unknown."""
         mod = self.prog.loaded(f.module)
         if mod is None:
             return ANY
         node = definition_at(mod, f.start)
         if node is None:
             return ANY
-        if not read and not self.relevant(mod, node) and not _accessor(node):
+        if not self.relevant(mod, node):
             return self._fallback(f, ANY)
         all_args = f.args + tuple(args)
         all_kwargs = dict(f.kwargs)
@@ -360,18 +359,3 @@ def _constructed(args, kwargs) -> Val:
         for b in args[1].elems
     ]
     return make(out, taints(args))
-
-
-def _accessor(node: Node) -> bool:
-    """A function that only returns a name (``def get_platform(): return _PLATFORM``): cheap to
-    read, and what it hands out may answer arch questions through its class."""
-    body = child(node, "body")
-    stmts = [s for s in body.named_children if s.type != "comment"] if body is not None else []
-    if stmts and stmts[0].type == "expression_statement" and stmts[0].named_children[0].type == "string":
-        stmts = stmts[1:]  # the docstring
-    value = (
-        stmts[0].named_children[0]
-        if len(stmts) == 1 and stmts[0].type == "return_statement" and stmts[0].named_children
-        else None
-    )
-    return value is not None and value.type in ("identifier", "attribute")

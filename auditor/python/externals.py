@@ -104,8 +104,6 @@ class Externals(Core):
             return val(probes[last])
         if models_mod.foreign(x.path):
             return ANY
-        if x.path == "object.__getattribute__":
-            return self.named_attribute(args)
         if x.path in t.toolkit.parse and args:
             return make((x if isinstance(x, Ver) else version(x) for x in args[0].elems), args[0].taint)
         if last in t.partial and args:
@@ -254,8 +252,8 @@ class Externals(Core):
         return _apply(fn, args)
 
     def named_attribute(self, args) -> Val:
-        """``getattr(obj, "name")`` or ``object.__getattribute__(self, "name")``: with the name
-        known, the attribute itself (``getattr(common, probe)`` of a probe looked up by name)."""
+        """``getattr(obj, "name")``: with the name known, the attribute itself (``getattr(common,
+        probe)`` of a probe looked up by name)."""
         name = args[1].only() if len(args) >= 2 and len(args[1].elems) == 1 else None
         if not isinstance(name, str) or not name.isidentifier():
             return ANY

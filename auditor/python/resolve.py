@@ -27,7 +27,6 @@ from auditor.python.values import (
     Func,
     ModRef,
     SelfRef,
-    Table,
     Taint,
     Val,
     is_boolish,
@@ -263,39 +262,17 @@ class Names(Core):
                 if v is not ANY:
                     return v
         if isinstance(ref, SelfRef) and depth == 0:
-            v = self.instance_attr(mod, ref, attr)
-            if v is ANY and not attr.startswith("__"):
-                return self.dynamic_attr(ref, attr)
-            return v
+            return self.instance_attr(mod, ref, attr)
         return ANY
-
-    def answers_any_attribute(self, ref: ClassRef) -> bool:
-        """Whether the class (or a base in the input) defines ``__getattr__``: its instances are
-        then worth modelling, since a read of an attribute it does not bind runs that method."""
-        return self.class_attr(ClassRef(ref.module, ref.qualname), "__getattr__") is not ANY
-
-    def dynamic_attr(self, ref: SelfRef, attr: str) -> Val:
-        """An attribute an instance does not bind, read through its class's ``__getattr__`` with the
-        name (``get_platform().is_sm100`` -> ``getattr(common, _PROBES["is_sm100"])()``). The
-        method is evaluated though its own text names no arch: the name it is given may."""
-        got = self.class_attr(ref, "__getattr__", 1)
-        funcs = [f for f in got.elems if isinstance(f, Func)]
-        if len(funcs) != 1:
-            return ANY
-        return self.call_func(funcs[0], [val(attr)], {}, read=True)
 
     def instance_attr(self, mod: Module, ref: SelfRef, attr: str) -> Val:
         """``self.x`` that the class's methods assign (``self.use_fp8 = is_sm90_supported()``):
         the assigned values joined, each read where it is written, the method's other
         arguments and locals unknown. Assignments from outside the class are not seen."""
         info = mod.classes[ref.qualname]
-        every = info.instance_attrs().get(attr, ())
-        sites = [site for site in every if self._may_matter(mod, site[0], info)]
+        sites = [site for site in info.instance_attrs().get(attr, ()) if self._may_matter(mod, site[0], info)]
         if not sites:
-            # only ever set to ``{}``: a cache or an override table, read as it starts, so that
-            # its misses run what they stand in for (``if name in self._overrides: …``)
-            empty = every and all(rhs.type == "dictionary" and not rhs.named_children for rhs, _, _ in every)
-            return val(Table(())) if empty else ANY
+            return ANY
         key = ("i", ref.module, ref.qualname, attr)
         hit = self._cached(key)
         if hit is not None:

@@ -108,13 +108,6 @@ def _instance_assignments(fn: Node, out: dict) -> None:
                             out.setdefault(text_of(child(t, "attribute")), []).append((rhs, path, fn))
                 stack.append(rhs)
             continue
-        if n.type == "call" and text_of(child(n, "function")) == "object.__setattr__":
-            # ``object.__setattr__(self, "_overrides", {})``: a class whose own ``__setattr__`` refuses
-            args = [a for a in child(n, "arguments").named_children if a.type != "comment"]
-            if len(args) == 3 and args[0].text == me and args[1].type == "string":
-                name = text_of(args[1]).strip("\"'")
-                if name.isidentifier():
-                    out.setdefault(name, []).append((args[2], (), fn))
         stack.extend(n.named_children)
 
 
