@@ -89,8 +89,11 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
         gate = gates.get(group[0].gate)
         if key[0] != "root" or gate is None:
             continue
-        for r in causes.through(gate):
+        louder = () if key[2] == "route" else gate.resolutions
+        for r in (*causes.through(gate), *louder):
             home = homes.get(("def", *key[1:3], r.file, r.name)) or homes.get(("at", *key[1:3], r.file, r.line))
+            if home is None and r in louder:
+                home = _louder_route(homes, groups, key, group, r)
             if home is not None:
                 if top(home) != top(key):
                     via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
@@ -122,6 +125,20 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
         for key, group in members.items()
         for f in _folded(key, group if key in shared else groups[key], group, gates, via.get(key, ""))
     ]
+
+
+def _louder_route(
+    homes: Mapping[tuple, tuple], groups: Mapping[tuple, list[Finding]], key: tuple, group: list[Finding], r: Resolution
+) -> tuple | None:
+    """The route finding (ARCH001-003, ARCH007) inside a definition a group's evaluation went
+    through, when it outranks every finding of the group: the decision is made there, and a
+    caller that only passes its answer on (``if not _supports(...)`` over ``_has_runtime``'s
+    ``capability == (12, 0)``) says nothing of its own in a quieter rule."""
+    home = homes.get(("def", key[1], "route", r.file, r.name)) or homes.get(("at", key[1], "route", r.file, r.line))
+    if home is None:
+        return None
+    loudest = max(Severity(f.severity).rank for f in groups[home])
+    return home if all(Severity(f.severity).rank < loudest for f in group) else None
 
 
 def _folded(key: tuple, own: list[Finding], group: list[Finding], gates: Mapping[str, Gate], via: str) -> list[Finding]:

@@ -126,6 +126,28 @@ def test_a_use_follows_the_values_its_condition_names_not_every_helper_passed():
     assert out[12].also == () and out[42].also == ()
 
 
+def test_a_quieter_finding_that_passes_a_trap_on_folds_into_it():
+    """``if not _supports(x): return None`` whose only arch test is ``_has_runtime``'s
+    ``capability == (12, 0)``: the speed-choice reading of the caller (low) is the trap inside
+    the predicate (high) again, one finding; a caller's finding as loud as the trap stays."""
+    has_runtime = Resolution("_has_runtime", "pkg/fa.py", 1, "def _has_runtime(device):")
+    trap = gate("t", 3, "capability == (12, 0)", "_has_runtime")
+    caller = gate(
+        "c",
+        20,
+        "not _supports(x)",
+        "try_gemm",
+        Resolution("_supports", "pkg/fa.py", 10, "def _supports(x):"),
+        has_runtime,
+    )
+    quiet = Finding("ARCH014", "low", "c", "pkg/fa.py", 20, "m", input="t")
+    out = roots.fold([route(trap), quiet], {g.id: g for g in (trap, caller)})
+    assert [(f.line, f.also) for f in out] == [(3, (("pkg/fa.py", 20),))]
+    loud = replace(quiet, rule="ARCH008", severity="high")
+    out = roots.fold([route(trap), loud], {g.id: g for g in (trap, caller)})
+    assert sorted(f.line for f in out) == [3, 20]
+
+
 def test_one_cause_spelled_two_ways_is_one_finding():
     """``is_sm90() or is_sm100()`` in one file and ``_is_sm90 or _is_sm100`` (flags set from
     them) in another rest on the same two predicates: one finding, the other site listed."""
