@@ -8,9 +8,9 @@ from itertools import groupby
 
 from auditor import arch
 from auditor.facts.features import is_around
-from auditor.model import SEVERITIES, AuditResult, Finding, Verdict
+from auditor.model import SEVERITIES, AuditResult, Finding, Loadability, Verdict
 from auditor.render import counts
-from auditor.rules.roots import vendored
+from auditor.rules.roots import SHOWN, vendored
 from auditor.verdicts import toolkit_notes, verdicts
 
 INVISIBLE = r"\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
@@ -50,7 +50,29 @@ def binaries_section(result: AuditResult) -> list[str]:
             + (", ..." if len(codes) > 12 else "")
             + ")"
         )
+        lines += _built_for_a_sibling(gpu, result)
     lines.append("")
+    return lines
+
+
+def _built_for_a_sibling(gpu: list, result: AuditResult) -> list[str]:
+    """Per target, the binaries it cannot load that carry code for another part of its major
+    (``sm_120a`` alone: 12.0 loads it, 12.1 does not): a build that named one part of a
+    generation, which the package line's best verdict can hide behind a sibling binary."""
+    lines = []
+    for t in result.targets:
+        major = t.capability.split(".")[0]
+        lost = [
+            (b.path, sorted({e.target for e in b.entries if arch.capability_of(e.target).split(".")[0] == major}))
+            for b in gpu
+            if dict(b.verdicts).get(t.label) == Loadability.NONE
+        ]
+        lost = [(path, sibling) for path, sibling in lost if sibling]
+        if lost:
+            parts = ", ".join(sorted({arch.capability_of(x) for _, sibling in lost for x in sibling}))
+            shown = ", ".join(f"{path} ({' '.join(sibling)})" for path, sibling in lost[:SHOWN])
+            more = f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
+            lines.append(f"    {t.label} cannot load these, built for {parts} only: {shown}{more}")
     return lines
 
 

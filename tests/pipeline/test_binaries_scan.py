@@ -147,6 +147,7 @@ def test_sm120a_binary_joins_the_gate(sm120a_tree, capsys):
     assert not [f for f in result.findings if f.rule == "ARCH009"]
     text = render_text.render(result)
     assert "GPU code in binaries" in text and "pkg: 12.0:native  12.1:none" in text
+    assert "12.1 cannot load these, built for 12.0 only: pkg/_k.so (sm_120a)" in text
     # the same through the command line's JSON
     capsys.readouterr()
     cli.main(["scan", str(sm120a_tree), "--format", "json"])
