@@ -46,7 +46,7 @@ from typing import IO, Any, TypeVar
 
 from elftools.elf.elffile import ELFFile
 
-from auditor import arch, datafiles
+from auditor import arch, datafiles, verdicts
 from auditor.model import Binary, EmbeddedCode, FileError, Gate, Guards, Language, Loadability, SourceFile, Target
 
 
@@ -1030,8 +1030,10 @@ def _importers(python: Mapping[str, Any]) -> dict[str, set[str]]:
 
 def _splits_a_major(gate: Gate) -> bool:
     """Whether the gate lets some parts of a major through and not others (``!= (12, 0)``): the
-    only tests a part-specific build can agree with, so the only ones whose build is sought."""
-    admitted = set(gate.admits)
+    only tests a part-specific build can agree with, so the only ones whose build is sought. A
+    rejection lets through all but where it is certain (``arch is None or arch not in
+    catalogued``, where ``arch`` is looked up for 12.0 alone, surely rejects 12.1 only)."""
+    admitted = set(verdicts.allowed(gate))
     return any(0 < len(admitted & parts) < len(parts) for parts in _majors())
 
 

@@ -424,3 +424,33 @@ def test_a_helper_whose_every_caller_is_declared_for_the_admitted_part_vetoes_no
     assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH015"]
     files["pkg/other.py"] = DECLARED_ONLY.replace("@supported_compute_capability([120])\ndef entry_b", "def entry_b")
     assert [f.rule for f in run(files) if f.file == "pkg/check.py"] == ["ARCH003"]
+
+
+CATALOGUED = """\
+import torch
+
+_ARCHES = {(12, 0): "sm_120a"}
+
+
+def _catalog():
+    return {"arches": ["sm_120a"]}
+
+
+def device_facts(index):
+    capability = torch.cuda.get_device_capability(index)
+    arch = _ARCHES.get(capability)
+    catalogued = sorted(_catalog()["arches"])
+    if arch is None or arch not in catalogued:
+        raise RuntimeError(f"no exported programs for compute capability {capability}")
+    return arch
+"""
+
+
+def test_a_rejection_certain_on_one_part_only_is_judged_against_the_build():
+    """``arch is None or arch not in catalogued`` may reject anywhere the catalog is unknown, and
+    surely rejects 12.1, for which the table of programs holds no entry: it lets 12.0 alone
+    through, and the programs are sm_120a."""
+    findings = run({"pkg/programs.py": CATALOGUED})
+    assert [(f.rule, f.line) for f in findings] == [("ARCH015", 14)]
+    family = run({"pkg/programs.py": CATALOGUED.replace("sm_120a", "sm_120f")})
+    assert [(f.rule, f.line) for f in family] == [("ARCH003", 14)]
