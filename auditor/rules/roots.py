@@ -89,11 +89,13 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
         gate = gates.get(group[0].gate)
         if key[0] != "root" or gate is None:
             continue
-        louder = () if key[2] == "route" else gate.resolutions
-        for r in (*causes.through(gate), *louder):
-            home = homes.get(("def", *key[1:3], r.file, r.name)) or homes.get(("at", *key[1:3], r.file, r.line))
-            if home is None and r in louder:
+        chain = [(r, False) for r in causes.through(gate)]
+        chain += [(r, True) for r in gate.resolutions] if key[2] != "route" else []
+        for r, louder in chain:
+            if louder:
                 home = _louder_route(homes, groups, key, group, r)
+            else:
+                home = homes.get(("def", *key[1:3], r.file, r.name)) or homes.get(("at", *key[1:3], r.file, r.line))
             if home is not None:
                 if top(home) != top(key):
                     via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
