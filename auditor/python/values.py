@@ -165,9 +165,9 @@ class Members:
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A dict literal of constants (``{"is_sm100": "is_sm100_supported"}``, or ``{}``): read by a
-    known key (``.get``, ``[key]``, ``in``) it gives what the literal holds. A table of probe
-    names looked up by an attribute's name (a ``__getattr__``) leads to the probe."""
+    """A dict literal of constants (``{(12, 0): "sm_120a"}``, or ``{}``): read by a known key
+    (``.get``, ``[key]``, ``in``) it gives what the literal holds, so that a lookup keyed by the
+    capability is a test of it, and an override table that starts empty lets the probe run."""
 
     items: tuple[tuple[Any, Any], ...]
 
