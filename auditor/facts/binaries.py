@@ -1213,14 +1213,11 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
             raise ValueError("malformed summary")
         return tuple(row)
 
-    def named_spans(rows: Any) -> dict[str, tuple[int, int]]:
-        spans: dict[str, tuple[int, int]] = {}
-        for name, a, b in rows:
-            if type(name) is not str:
-                raise ValueError("malformed summary")
-            spans[name] = (a, b) if ints((a, b)) else (0, 0)
-        return spans
-
+    spans: dict[str, tuple[int, int]] = {}
+    for name, a, b in functions:
+        if type(name) is not str:
+            raise ValueError("malformed summary")
+        spans[name] = (a, b) if ints((a, b)) else (0, 0)
     found = [ints(x) for x in after]
     if any(len(x) != 3 for x in found):
         raise ValueError("malformed summary")
@@ -1229,7 +1226,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
         tuple(data.decode("utf-8", "replace").split("\n")),
         tuple(map(pair, uses)),
         tuple(map(pair, calls)),
-        named_spans(functions),
+        spans,
         tuple(map(pair, strings)),
         tuple((x[0], x[1], x[2]) for x in found),
         {name: dotted for name, dotted in imported if type(name) is str and type(dotted) is str},

@@ -7,6 +7,7 @@ from collections import Counter
 from itertools import groupby
 
 from auditor import arch
+from auditor.arch import Capability
 from auditor.facts.features import is_around
 from auditor.model import SEVERITIES, AuditResult, Finding, Loadability, Verdict
 from auditor.render import counts
@@ -61,9 +62,9 @@ def _built_for_a_sibling(gpu: list, result: AuditResult) -> list[str]:
     generation, which the package line's best verdict can hide behind a sibling binary."""
     lines = []
     for t in result.targets:
-        major = t.capability.split(".")[0]
+        major = _major(t.capability)
         lost = [
-            (b.path, sorted({e.target for e in b.entries if arch.capability_of(e.target).split(".")[0] == major}))
+            (b.path, sorted({e.target for e in b.entries if _major(arch.capability_of(e.target)) == major}))
             for b in gpu
             if dict(b.verdicts).get(t.label) == Loadability.NONE
         ]
@@ -74,6 +75,10 @@ def _built_for_a_sibling(gpu: list, result: AuditResult) -> list[str]:
             more = f" and {len(lost) - SHOWN} more" if len(lost) > SHOWN else ""
             lines.append(f"    {t.label} cannot load these, built for {parts} only: {shown}{more}")
     return lines
+
+
+def _major(capability: str) -> int:
+    return Capability.parse(capability).major
 
 
 def render(result: AuditResult, only_excluding: bool = False) -> str:

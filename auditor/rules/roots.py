@@ -89,18 +89,13 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
         gate = gates.get(group[0].gate)
         if key[0] != "root" or gate is None:
             continue
-        chain = [(r, False) for r in causes.through(gate)]
-        chain += [(r, True) for r in gate.resolutions] if key[2] != "route" else []
-        for r, louder in chain:
-            if louder:
-                home = _louder_route(homes, groups, key, group, r)
-            else:
-                home = homes.get(("def", *key[1:3], r.file, r.name)) or homes.get(("at", *key[1:3], r.file, r.line))
-            if home is not None:
-                if top(home) != top(key):
-                    via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
-                    parent[top(key)] = top(home)
-                break
+        found = next(((r, h) for r in causes.through(gate) if (h := _home(homes, key[1], key[2], r))), None)
+        if found is None and key[2] != "route":
+            found = next(((r, h) for r in gate.resolutions if (h := _louder_route(homes, groups, group, r))), None)
+        if found is not None and top(found[1]) != top(key):
+            r, home = found
+            via.setdefault(top(home), f"`{r.name}` ({r.file}:{r.line})")
+            parent[top(key)] = top(home)
     after, moot = _after_first_checks(groups, gates, targets)
     for key, (home, where) in after.items():
         if top(home) != top(key):
@@ -129,14 +124,20 @@ def fold(findings: Iterable[Finding], gates: Mapping[str, Gate], targets: Sequen
     ]
 
 
+def _home(homes: Mapping[tuple, tuple], input: str, family: str, r: Resolution) -> tuple | None:
+    """The group of a finding of ``family`` inside the definition ``r`` (a function by name, an
+    assignment by line)."""
+    return homes.get(("def", input, family, r.file, r.name)) or homes.get(("at", input, family, r.file, r.line))
+
+
 def _louder_route(
-    homes: Mapping[tuple, tuple], groups: Mapping[tuple, list[Finding]], key: tuple, group: list[Finding], r: Resolution
+    homes: Mapping[tuple, tuple], groups: Mapping[tuple, list[Finding]], group: list[Finding], r: Resolution
 ) -> tuple | None:
     """The route finding (ARCH001-003, ARCH007) inside a definition a group's evaluation went
     through, when it outranks every finding of the group: the decision is made there, and a
     caller that only passes its answer on (``if not _supports(...)`` over ``_has_runtime``'s
     ``capability == (12, 0)``) says nothing of its own in a quieter rule."""
-    home = homes.get(("def", key[1], "route", r.file, r.name)) or homes.get(("at", key[1], "route", r.file, r.line))
+    home = _home(homes, group[0].input, "route", r)
     if home is None:
         return None
     loudest = max(Severity(f.severity).rank for f in groups[home])

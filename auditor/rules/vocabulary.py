@@ -905,22 +905,19 @@ def _promised(gate: Gate) -> set[str]:
         return set()
     out = set(_named(gate.expression))
     by_name = {r.name: r for r in gate.resolutions}
-    todo, seen = list(causes.named_definitions(gate)), set()
-    while todo:
-        r = todo.pop()
-        if r in seen or names.promised(r.name):
-            continue
-        seen.add(r)
+    named = set(causes.named_definitions(gate))
+    for r in causes.through(gate):
+        if names.promised(r.name) or (r not in named and not _is_flag(r)):
+            continue  # a predicate speaks by its name; below the condition, only flags are read
         # a flag: what its value names promises (``sm90 = is_sm90a_supported()``), with the flags
         # it names in turn (``use = is_blackwell or hopper_ok`` where ``hopper_ok = is_sm90 and …``)
         value = _named(r.detail)
-        flags = [d for w in _WORD.findall(r.detail) if (d := by_name.get(w)) is not None and _is_flag(d) and d != r]
+        flags = any(w != r.name and (d := by_name.get(w)) is not None and _is_flag(d) for w in _WORD.findall(r.detail))
         if not (value or flags) or (_is_flag(r) and _COMPARES.search(r.detail)):
             # a name that promises nothing, or a value that also tests the capability itself
             # (``is_sm100 or get_device_sm() == 120``): what it admits is its own
             return set()
         out |= value
-        todo += flags
     return out
 
 
