@@ -32,6 +32,9 @@ from auditor.python.values import Cap, Func, Props, SelfRef, Val, capability, is
 _MAX_ROUNDS = 6
 _BATCH = 16
 """Modules read with one evaluator; fewer than two batches are read in the calling process."""
+TREES = 16 << 20
+"""Bytes of source whose parsed trees a process keeps between evaluators (≈ 23 bytes of tree
+per byte): above it, they are all released, and parsed again when used."""
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
@@ -136,6 +139,7 @@ def read(
 
     global _LOADED
     _LOADED = (prog, relevant, inputs, toolkits, isolated)
+    prog.trim(0)  # each batch parses the trees it uses again
     # The loaded program lives until the end: frozen, the cyclic collector stops re-walking its
     # millions of objects on every collection (a fifth of the reading time), and forked
     # readers do not copy its pages to update their collector headers.
@@ -236,8 +240,8 @@ def _read_modules(
     gates: list[model.Gate] = []
     errors: list[model.FileError] = []
     reads = prog.begin() if isolated else Reads()
+    it = Interp(prog, relevant, toolkits)
     try:
-        it = Interp(prog, relevant, toolkits)
         for path in paths:
             mod = prog.by_path[path]
             reads.modules.add(path)
@@ -252,6 +256,8 @@ def _read_modules(
             gates += _finish(mod, found, inputs.get(path, ""))
     finally:
         loaded = prog.rewind() if isolated else []
+        del it
+        prog.trim(TREES)
     return gates, errors, loaded, reads
 
 
@@ -282,40 +288,52 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
                 return again
         prog.log = []
     known: set[str] = set()
-    settled: dict[int, frozenset[str]] = {}
-    """Units found to be no predicate, with their words: looked at again only when they name
-    something new."""
+    settled: dict[tuple[str, int, int], frozenset[str]] = {}
+    """Units found to be no predicate (by :func:`_where`), with their words: looked at again
+    only when they name something new."""
     fresh: set[str] = set()
+    seen: set[str] = set()
     for _ in range(_MAX_ROUNDS):
         loaded = []
         for i, f in enumerate(pending):
             m = prog.load(f)
+            prog.trim(TREES)
             if m is not None:
                 loaded.append(m)
             if progress:
                 progress("parse", i + 1, len(pending))
         # what a settled unit may now reach: the predicates just learned, and whatever the newly
         # loaded modules define (a method on an opaque receiver is found by its name)
-        defined = {n for m in loaded for n in m.bindings} | {
-            n for m in loaded for c in m.classes.values() for n in c.bindings
-        }
-        news = fresh | defined
-        it = Interp(prog, relevant)
+        news = fresh | {n for m in loaded for n in m.names}
         fresh = set()
-        for mod in list(prog.by_path.values()):
-            try:
-                for node, scope, bound in mod.units:
-                    if node.id in settled and not settled[node.id] & news:
-                        continue
-                    todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
-                    if todo and relevant(mod, node):
-                        if _is_predicate(it, mod, node, scope, todo[0]):
-                            fresh.update(todo)
-                        else:
-                            settled[node.id] = _words(node)
-                fresh.update(_instance_predicates(it, mod, known | fresh, settled, news))
-            except RecursionError:  # the evaluator recurses along the syntax tree
-                prog.drop(mod, TOO_DEEP)
+        # a module looked at before is looked at again only if it names something new: else
+        # each of its units is settled, or binds nothing unknown, or is still irrelevant
+        named = word_pattern(news)
+        mods = [
+            m for m in prog.by_path.values() if m.path not in seen or (named is not None and word_starts(named, m.data))
+        ]
+        seen.update(m.path for m in mods)
+        for start in range(0, len(mods), _BATCH):
+            # an evaluator per batch of modules, as when reading them, so that the trees it
+            # parsed can be released after it
+            it = Interp(prog, relevant)
+            for mod in mods[start : start + _BATCH]:
+                try:
+                    for node, scope, bound in mod.units:
+                        where = _where(mod, node)
+                        if where in settled and not settled[where] & news:
+                            continue
+                        todo = [n for n in bound if n not in known and n not in fresh and _exported(node, n, scope)]
+                        if todo and relevant(mod, node):
+                            if _is_predicate(it, mod, node, scope, todo[0]):
+                                fresh.update(todo)
+                            else:
+                                settled[where] = _words(node)
+                    fresh.update(_instance_predicates(it, mod, known | fresh, settled, news))
+                except RecursionError:  # the evaluator recurses along the syntax tree
+                    prog.drop(mod, TOO_DEEP)
+            del it
+            prog.trim(TREES)
         if not fresh:
             break
         known |= fresh
@@ -357,6 +375,7 @@ def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Progra
             if f is None:
                 return None
             m = prog.load(f)
+            prog.trim(TREES)
             if (m.digest if m is not None else content_digest(f.data)) != what:
                 return None
         elif op == "drop" and path in prog.by_path:
@@ -378,7 +397,9 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict
         for attr, sites in info.instance_attrs().items():
             if attr in known or attr in out:
                 continue
-            fresh_sites = [rhs for rhs, _, _ in sites if rhs.id not in settled or settled[rhs.id] & news]
+            fresh_sites = [
+                rhs for rhs, _, _ in sites if _where(mod, rhs) not in settled or settled[_where(mod, rhs)] & news
+            ]
             if not any(it.relevant(mod, rhs) for rhs in fresh_sites):
                 continue
             it.on(capability(arch.capabilities()[-2]))
@@ -386,8 +407,13 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict
             if _predicate_value(v) or (v.taint is not None and all(type(x) is int for x in v.elems)):  # an SM number
                 out.add(attr)
             else:
-                settled.update((rhs.id, _words(rhs)) for rhs, _, _ in sites)
+                settled.update((_where(mod, rhs), _words(rhs)) for rhs, _, _ in sites)
     return out
+
+
+def _where(mod: Module, node) -> tuple[str, int, int]:
+    """A node by place, which holds when its module's tree is parsed again (its id does not)."""
+    return mod.path, node.start_byte, node.end_byte
 
 
 def _words(node) -> frozenset[str]:

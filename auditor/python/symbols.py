@@ -10,6 +10,7 @@ a tree whose package sits under a folder (``python/sglang/...``) still resolves
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -112,23 +113,104 @@ def _instance_assignments(fn: Node, out: dict) -> None:
 
 
 @dataclass(slots=True)
-class Module:
-    path: str
-    name: str
-    is_package: bool
-    data: bytes
+class Tree:
+    """What a module's syntax tree gives: held while evaluations use the module, dropped
+    between them (:meth:`Module.release`) and parsed again when asked for."""
+
     root: Node
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     stars: list[str] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
-    defs: dict[int, Node] = field(default_factory=dict)
-    """Function and lambda nodes by start byte, filled as they are looked up."""
     units: list[tuple[Node, str, tuple[str, ...]]] = field(default_factory=list)
-    """Top-level statements and class members: (node, qualname of the scope, names bound)."""
+    defs: dict[int, Node] = field(default_factory=dict)
     assigned: dict[int, frozenset[str]] = field(default_factory=dict)
-    """Names each loop body assigns, by node id, filled as they are looked up."""
-    digest: str = ""
-    """Of the file's bytes as read (:func:`content_digest`)."""
+
+
+class Module:
+    """One parsed file. What it binds at the top level and in its classes is always known (by
+    name, for the program's indexes); its syntax tree (≈ 23 bytes per byte of source) is held
+    only while it is used: :meth:`release` drops it, and the next use parses the bytes again,
+    which gives the same tree. Node identities differ between two parses, so a module is
+    released only where no evaluation holds its nodes (between evaluators)."""
+
+    __slots__ = ("path", "name", "is_package", "data", "digest", "names", "functions", "methods", "_tree", "_live")
+
+    def __init__(self, path: str, name: str, is_package: bool, data: bytes, root: Node, digest: str = "") -> None:
+        self.path = path
+        self.name = name
+        self.is_package = is_package
+        self.data = data
+        self.digest = digest
+        """Of the file's bytes as read (:func:`content_digest`)."""
+        self._live: dict[Module, None] | None = None
+        self._tree: Tree | None = None
+        t = self._read(root)
+        self.names = frozenset(t.bindings).union(*(info.bindings for info in t.classes.values()))
+        """The names bound at the top level and in the classes."""
+        self.functions = tuple(
+            (n, i) for n, bs in t.bindings.items() for i, b in enumerate(bs) if b.kind in ("def", "value")
+        )
+        """(name, index in ``bindings[name]``) of each module-level definition or assignment, in order."""
+        self.methods = tuple(
+            (q, n, i)
+            for q, info in t.classes.items()
+            for n, bs in info.bindings.items()
+            for i, b in enumerate(bs)
+            if b.kind == "def" and b.node is not None
+        )
+        """(class, name, index in its ``bindings[name]``) of each method, in order."""
+
+    def _read(self, root: Node) -> Tree:
+        t = self._tree = Tree(root)
+        _collect(self, t, root.children, t.bindings, "")
+        if self._live is not None:
+            self._live[self] = None
+        return t
+
+    def tree(self) -> Tree:
+        """The module's tree and what it gives, parsed again if it was released."""
+        t = self._tree
+        return t if t is not None else self._read(parser().parse(self.data).root_node)
+
+    def release(self) -> None:
+        """Drop the tree; no node of it may be used after this."""
+        self._tree = None
+
+    @property
+    def parsed(self) -> bool:
+        return self._tree is not None
+
+    @property
+    def root(self) -> Node:
+        return self.tree().root
+
+    @property
+    def bindings(self) -> dict[str, list[Binding]]:
+        """Top-level names: all of them, joined when evaluated."""
+        return self.tree().bindings
+
+    @property
+    def stars(self) -> list[str]:
+        return self.tree().stars
+
+    @property
+    def classes(self) -> dict[str, ClassInfo]:
+        return self.tree().classes
+
+    @property
+    def units(self) -> list[tuple[Node, str, tuple[str, ...]]]:
+        """Top-level statements and class members: (node, qualname of the scope, names bound)."""
+        return self.tree().units
+
+    @property
+    def defs(self) -> dict[int, Node]:
+        """Function and lambda nodes by start byte, filled as they are looked up."""
+        return self.tree().defs
+
+    @property
+    def assigned(self) -> dict[int, frozenset[str]]:
+        """Names each loop body assigns, by node id, filled as they are looked up."""
+        return self.tree().assigned
 
     @property
     def package(self) -> str:
@@ -171,25 +253,23 @@ def parse(file: SourceFile) -> tuple[Module | None, FileError | None]:
     if err is not None:
         error = FileError(file.path, f"python syntax error at line {err.start_point[0] + 1}", file.input)
     name, is_package = module_name(file.path)
-    mod = Module(file.path, name, is_package, data, tree.root_node, digest=content_digest(file.data))
-    _collect(mod, tree.root_node.children, mod.bindings, "")
-    return mod, error
+    return Module(file.path, name, is_package, data, tree.root_node, digest=content_digest(file.data)), error
 
 
 def dotted(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "replace")
 
 
-def _collect(mod: Module, stmts, bindings: dict, scope: str) -> None:
+def _collect(mod: Module, t: Tree, stmts, bindings: dict, scope: str) -> None:
     """Bindings of a module or class body, looking into compound statements but not into
     function bodies; records units and definition nodes as it goes."""
     for stmt in stmts:
         if stmt.has_error or stmt.type in _PY2:
             continue
         names: list[str] = []
-        _bind_stmt(mod, stmt, bindings, scope, names)
+        _bind_stmt(mod, t, stmt, bindings, scope, names)
         if stmt.is_named and stmt.type != "comment":
-            mod.units.append((stmt, scope, tuple(names)))
+            t.units.append((stmt, scope, tuple(names)))
 
 
 def _add(bindings: dict, names: list, name: str, b: Binding) -> None:
@@ -197,7 +277,7 @@ def _add(bindings: dict, names: list, name: str, b: Binding) -> None:
     names.append(name)
 
 
-def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list) -> None:
+def _bind_stmt(mod: Module, tree: Tree, stmt: Node, bindings: dict, scope: str, names: list) -> None:
     t = stmt.type
     if t == "decorated_definition":
         stmt = child(stmt, "definition")
@@ -214,9 +294,9 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
             tuple(dotted(c) for c in supers.named_children if c.type in ("identifier", "attribute")) if supers else ()
         )
         info = ClassInfo(mod.name, qual, stmt, bases=bases)
-        mod.classes[qual] = info
+        tree.classes[qual] = info
         body = child(stmt, "body")
-        _collect(mod, body.named_children, info.bindings, qual)
+        _collect(mod, tree, body.named_children, info.bindings, qual)
     elif t == "expression_statement":
         for c in stmt.named_children:
             if c.type in ("assignment", "augmented_assignment"):
@@ -224,7 +304,7 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
     elif t in ("import_statement", "import_from_statement"):
         for name, target in imports(mod, stmt):
             if name == "*":
-                mod.stars.append(target)
+                tree.stars.append(target)
             else:
                 _add(bindings, names, name, Binding("import", stmt, target=target))
     elif t in (
@@ -250,7 +330,7 @@ def _bind_stmt(mod: Module, stmt: Node, bindings: dict, scope: str, names: list)
                 or c.type.endswith("_statement")
                 or c.type == "decorated_definition"
             ):
-                _bind_stmt(mod, c, bindings, scope, names)
+                _bind_stmt(mod, tree, c, bindings, scope, names)
 
 
 def _bind_assignment(node: Node, bindings: dict, names: list) -> None:
@@ -408,8 +488,12 @@ class Program:
         self._files: dict[str, SourceFile] = {}
         self._paths: dict[str, SourceFile] = {}
         self._suffix: dict[str, list[str]] = {}
-        self.functions: dict[str, list[tuple[Module, Binding]]] = {}
-        self.methods: dict[str, list[tuple[Module, str, Node]]] = {}
+        self.functions: dict[str, list[tuple[Module, str, int]]] = {}
+        """Module-level definitions by name: (module, name, index in its bindings), in load order."""
+        self.methods: dict[str, list[tuple[Module, str, int]]] = {}
+        """Methods by name: (module, class, index in the class's bindings), in load order."""
+        self._live: dict[Module, None] = {}
+        """The modules whose trees are held (:meth:`trim`)."""
         self.reads: Reads | None = None
         """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
         self.log: list[tuple[str, str, str]] | None = None
@@ -475,19 +559,28 @@ class Program:
             journal.append((self.modules, mod.name, -1 if mod.name in self.modules else 0))
         self.modules.setdefault(mod.name, mod)
         self.by_path[mod.path] = mod
-        for name, bs in mod.bindings.items():
-            for b in bs:
-                if b.kind in ("def", "value"):
-                    if journal is not None:
-                        journal.append((self.functions, name, len(self.functions.get(name, ()))))
-                    self.functions.setdefault(name, []).append((mod, b))
-        for qual, info in mod.classes.items():
-            for name, bs in info.bindings.items():
-                for b in bs:
-                    if b.kind == "def" and b.node is not None:
-                        if journal is not None:
-                            journal.append((self.methods, name, len(self.methods.get(name, ()))))
-                        self.methods.setdefault(name, []).append((mod, qual, b.node))
+        mod._live = self._live
+        if mod.parsed:
+            self._live[mod] = None
+        for name, i in mod.functions:
+            if journal is not None:
+                journal.append((self.functions, name, len(self.functions.get(name, ()))))
+            self.functions.setdefault(name, []).append((mod, name, i))
+        for qual, name, i in mod.methods:
+            if journal is not None:
+                journal.append((self.methods, name, len(self.methods.get(name, ()))))
+            self.methods.setdefault(name, []).append((mod, qual, i))
+
+    def trim(self, budget: int) -> None:
+        """Release the modules' trees if those held hold more than ``budget`` bytes of source
+        (all of them: which were used last does not matter to what is found). Called only
+        between evaluators, which hold nodes."""
+        live = self._live
+        if sum(len(m.data) for m in live) > budget:
+            for m in live:
+                m.release()
+            live.clear()
+            _give_back()
 
     def begin(self) -> Reads:
         """Start one evaluation that leaves the program as it found it (:meth:`rewind`): the
@@ -525,14 +618,19 @@ class Program:
         found = self.functions.get(name, ())[:8]
         if self.reads is not None:
             self.reads.note("f", name, found)
-        return list(found)
+        return [(m, m.bindings[name][i]) for m, _, i in found]
 
     def method_definers(self, name: str) -> list[tuple[Module, str, Node]]:
         """The first eight methods named ``name`` in load order (a call on an opaque receiver)."""
         found = self.methods.get(name, ())[:8]
         if self.reads is not None:
             self.reads.note("m", name, found)
-        return list(found)
+        out = []
+        for m, q, i in found:
+            node = m.classes[q].bindings[name][i].node
+            assert node is not None  # indexed only with one (:attr:`Module.methods`)
+            out.append((m, q, node))
+        return out
 
     def module(self, name: str) -> Module | None:
         """A module by absolute dotted name, or by suffix when the input root sits above the package."""
@@ -617,6 +715,24 @@ class Program:
                 return m
         f = self._files.get(name)
         return self.load(f) if f is not None else None
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim  # noqa: B018 (glibc only)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def _give_back() -> None:
+    """Return the memory the released trees held to the system: tree-sitter's many small
+    nodes leave the C heap fragmented, and without this the process keeps its peak size."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def word_pattern(names) -> re.Pattern | None:

@@ -186,6 +186,21 @@ def test_isolated_batches_find_what_the_way_before_found(tmp_path, jobs):
     assert new == old and old[0]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_trees_released_between_evaluators_find_the_same_gates(tmp_path, monkeypatch, jobs):
+    """Issue #20: a process keeps the parsed trees of at most ``TREES`` bytes of source between
+    evaluators and parses the rest again when used. Releasing every tree at every turn finds
+    what keeping them all finds."""
+    files = sources(tree(tmp_path / "tree"))
+    inputs = {f.path: f.input for f in files}
+    monkeypatch.setattr(extract, "TREES", 1 << 40)
+    kept = extract.read(*extract.load(files), inputs, jobs)
+    monkeypatch.setattr(extract, "TREES", 0)
+    prog, relevant = extract.load(files)
+    assert not any(m.parsed for m in prog.by_path.values())
+    assert extract.read(prog, relevant, inputs, jobs) == kept and kept[0]
+
+
 def test_another_input_with_one_file_changed_evaluates_only_that_batch(tmp_path, monkeypatch):
     """Two revisions of a tree (``archaudit pr``, ``diff``) are two inputs of other names: what
     they have in common is kept by content, not by the input's name."""

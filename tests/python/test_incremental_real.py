@@ -37,6 +37,15 @@ def test_isolated_batches_give_the_gates_of_the_way_before(requirement):
     assert extract.read(*extract.load(files), inputs, 2) == old
 
 
+@pytest.mark.parametrize("requirement", sorted(RELEASES))
+def test_trees_released_at_every_turn_give_the_same_gates(requirement, monkeypatch):
+    files = python_files(requirement)
+    inputs = {f.path: f.input for f in files}
+    kept = extract.read(*extract.load(files), inputs, 2)
+    monkeypatch.setattr(extract, "TREES", 0)
+    assert extract.read(*extract.load(files), inputs, 2) == kept
+
+
 def unpack(requirement: str, root: Path) -> Path:
     with zipfile.ZipFile(wheel(requirement)) as z:
         for m in z.namelist():

@@ -121,3 +121,37 @@ def test_a_module_inside_another_package_is_not_found_by_its_suffix():
     assert prog.module("functools") is None
     found = prog.module("pkg.utils")
     assert found is not None and found.path == "python/pkg/utils.py"
+
+
+def test_a_released_module_parses_again_to_the_same_places():
+    """A module's tree is dropped between evaluators and parsed again when used: the same
+    bindings, units and classes, at the same bytes, and the program's indexes still find them."""
+    prog = program(
+        **{
+            "m.py": """
+            import torch
+            HAS = torch.cuda.get_device_capability()[0] >= 9
+            def f():
+                return HAS
+            class C:
+                def g(self):
+                    return 1
+            """
+        }
+    )
+    mod = prog.by_path["m.py"]
+
+    def places():
+        units = [(n.start_byte, n.end_byte, scope, names) for n, scope, names in mod.units]
+        binds = {k: [(b.kind, b.node.start_byte if b.node else None) for b in bs] for k, bs in mod.bindings.items()}
+        return units, binds, sorted(mod.classes)
+
+    before = places()
+    prog.trim(0)
+    assert not mod.parsed
+    assert places() == before and mod.parsed
+    prog.trim(0)
+    ((found, binding),) = prog.definers("f")
+    assert found is mod and binding.node.start_byte == before[1]["f"][0][1]
+    ((_, qual, node),) = prog.method_definers("g")
+    assert qual == "C" and mod.text(node).startswith("def g")
