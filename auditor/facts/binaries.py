@@ -36,13 +36,14 @@ import re
 import shutil
 import struct
 import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from itertools import chain
+from itertools import accumulate, chain
 from types import ModuleType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, overload
 
 from elftools.elf.elffile import ELFFile
 
@@ -610,12 +611,40 @@ named), ``("bin", path)`` for an extension, ``("far", module)`` for a package wi
 kernels that the input does not hold."""
 
 
+class Lines(Sequence[str]):
+    """A text's lines (as ``text.split("\\n")`` gives them) without a string per line: the
+    evidence keeps every Python file it reads, and a tuple of lines costs 2.5 times the text."""
+
+    __slots__ = ("text", "starts")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = array("I", accumulate((len(line) + 1 for line in text.split("\n")), initial=0))
+        """Where each line starts, and one past the end."""
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(i)
+        i %= n
+        return self.text[self.starts[i] : self.starts[i + 1] - 1]
+
+
 @dataclass(frozen=True, slots=True)
 class _Source:
     """One Python file as the evidence reads it, indexed by line."""
 
     module: str
-    lines: tuple[str, ...]
+    lines: Lines
     uses: tuple[tuple[int, str], ...]
     """(line, dotted target) of each import statement's modules and each use of a bound name, by line."""
     calls: tuple[tuple[int, str], ...]
@@ -1125,7 +1154,7 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
     uses += [(a.lineno, f"{bound[a.value.id]}.{a.attr}") for a in attributes if a.value.id in bound]  # type: ignore[attr-defined]
     return _Source(
         module,
-        tuple(text.split("\n")),
+        Lines(text),
         tuple(sorted(uses)),
         tuple(sorted(c for c in calls if c[1] in functions)),
         functions,
@@ -1223,7 +1252,7 @@ def from_summary(module: str, data: bytes, summary: Any) -> _Source | None:
         raise ValueError("malformed summary")
     return _Source(
         module,
-        tuple(data.decode("utf-8", "replace").split("\n")),
+        Lines(data.decode("utf-8", "replace")),
         tuple(map(pair, uses)),
         tuple(map(pair, calls)),
         spans,

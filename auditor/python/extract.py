@@ -32,9 +32,9 @@ from auditor.python.values import Cap, Func, Props, SelfRef, Val, capability, is
 _MAX_ROUNDS = 6
 _BATCH = 16
 """Modules read with one evaluator; fewer than two batches are read in the calling process."""
-TREES = 16 << 20
+TREES = 8 << 20
 """Bytes of source whose parsed trees a process keeps between evaluators (≈ 23 bytes of tree
-per byte): above it, they are all released, and parsed again when used."""
+per byte): above it, the least recently used are released, and parsed again when used."""
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 

@@ -126,6 +126,17 @@ class Tree:
     assigned: dict[int, frozenset[str]] = field(default_factory=dict)
 
 
+class Held:
+    """The modules of a program whose trees are held, and the turn (one per evaluator) that
+    each was last used in (:meth:`Program.trim`)."""
+
+    __slots__ = ("modules", "turn")
+
+    def __init__(self) -> None:
+        self.modules: dict[Module, None] = {}
+        self.turn = 0
+
+
 class Module:
     """One parsed file. What it binds at the top level and in its classes is always known (by
     name, for the program's indexes); its syntax tree (≈ 23 bytes per byte of source) is held
@@ -133,7 +144,19 @@ class Module:
     which gives the same tree. Node identities differ between two parses, so a module is
     released only where no evaluation holds its nodes (between evaluators)."""
 
-    __slots__ = ("path", "name", "is_package", "data", "digest", "names", "functions", "methods", "_tree", "_live")
+    __slots__ = (
+        "path",
+        "name",
+        "is_package",
+        "data",
+        "digest",
+        "names",
+        "functions",
+        "methods",
+        "_tree",
+        "_held",
+        "_used",
+    )
 
     def __init__(self, path: str, name: str, is_package: bool, data: bytes, root: Node, digest: str = "") -> None:
         self.path = path
@@ -142,7 +165,8 @@ class Module:
         self.data = data
         self.digest = digest
         """Of the file's bytes as read (:func:`content_digest`)."""
-        self._live: dict[Module, None] | None = None
+        self._held: Held | None = None
+        self._used = 0
         self._tree: Tree | None = None
         t = self._read(root)
         self.names = frozenset(t.bindings).union(*(info.bindings for info in t.classes.values()))
@@ -163,14 +187,18 @@ class Module:
     def _read(self, root: Node) -> Tree:
         t = self._tree = Tree(root)
         _collect(self, t, root.children, t.bindings, "")
-        if self._live is not None:
-            self._live[self] = None
+        if self._held is not None:
+            self._held.modules[self] = None
         return t
 
     def tree(self) -> Tree:
         """The module's tree and what it gives, parsed again if it was released."""
         t = self._tree
-        return t if t is not None else self._read(parser().parse(self.data).root_node)
+        if t is None:
+            t = self._read(parser().parse(self.data).root_node)
+        if self._held is not None:
+            self._used = self._held.turn
+        return t
 
     def release(self) -> None:
         """Drop the tree; no node of it may be used after this."""
@@ -492,8 +520,7 @@ class Program:
         """Module-level definitions by name: (module, name, index in its bindings), in load order."""
         self.methods: dict[str, list[tuple[Module, str, int]]] = {}
         """Methods by name: (module, class, index in the class's bindings), in load order."""
-        self._live: dict[Module, None] = {}
-        """The modules whose trees are held (:meth:`trim`)."""
+        self._held = Held()
         self.reads: Reads | None = None
         """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
         self.log: list[tuple[str, str, str]] | None = None
@@ -559,9 +586,9 @@ class Program:
             journal.append((self.modules, mod.name, -1 if mod.name in self.modules else 0))
         self.modules.setdefault(mod.name, mod)
         self.by_path[mod.path] = mod
-        mod._live = self._live
+        mod._held = self._held
         if mod.parsed:
-            self._live[mod] = None
+            self._held.modules[mod] = None
         for name, i in mod.functions:
             if journal is not None:
                 journal.append((self.functions, name, len(self.functions.get(name, ()))))
@@ -572,15 +599,21 @@ class Program:
             self.methods.setdefault(name, []).append((mod, qual, i))
 
     def trim(self, budget: int) -> None:
-        """Release the modules' trees if those held hold more than ``budget`` bytes of source
-        (all of them: which were used last does not matter to what is found). Called only
-        between evaluators, which hold nodes."""
-        live = self._live
-        if sum(len(m.data) for m in live) > budget:
-            for m in live:
-                m.release()
-            live.clear()
-            _give_back()
+        """End a turn: release the trees of the modules used least recently until those held
+        hold at most ``budget`` bytes of source. Called only between evaluators, which hold
+        nodes; which trees are held never changes what is found."""
+        held = self._held
+        held.turn += 1
+        size = sum(len(m.data) for m in held.modules)
+        if size <= budget:
+            return
+        for m in sorted(held.modules, key=lambda m: m._used):
+            if size <= budget:
+                break
+            m.release()
+            del held.modules[m]
+            size -= len(m.data)
+        _give_back()
 
     def begin(self) -> Reads:
         """Start one evaluation that leaves the program as it found it (:meth:`rewind`): the

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 from auditor import arch
 from auditor.facts.features import is_around
@@ -106,18 +108,24 @@ def finding_document(f: Finding) -> dict:
 
 def document(result: AuditResult) -> dict:
     """The whole result as a JSON-ready dict."""
-    return {
-        "schema": SCHEMA,
-        "tool": {"name": "archaudit", "version": result.tool_version},
-        "targets": [t.label for t in result.targets],
-        **({"cuda": list(result.toolkits)} if result.toolkits and result.toolkits != arch.releases_of() else {}),
-        "inputs": [{"path": i.path, "kind": i.kind} for i in result.inputs],
-        "gates": [gate_document(g, result.targets, result.toolkits) for g in result.gates],
-        "findings": [finding_document(f) for f in result.findings],
-        "errors": [{"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors],
-        "summary": summary_document(result),
-        **({"binaries": [binary_document(b) for b in result.binaries]} if result.binaries else {}),
-    }
+    return {key: list(value) if isinstance(value, Iterator) else value for key, value in _fields(result)}
+
+
+def _fields(result: AuditResult) -> Iterator[tuple[str, Any]]:
+    """The document's fields in order, its records made one at a time: a render holds one
+    record's dict at a time, not all of them (four times the text on a large input)."""
+    yield "schema", SCHEMA
+    yield "tool", {"name": "archaudit", "version": result.tool_version}
+    yield "targets", [t.label for t in result.targets]
+    if result.toolkits and result.toolkits != arch.releases_of():
+        yield "cuda", list(result.toolkits)
+    yield "inputs", [{"path": i.path, "kind": i.kind} for i in result.inputs]
+    yield "gates", (gate_document(g, result.targets, result.toolkits) for g in result.gates)
+    yield "findings", (finding_document(f) for f in result.findings)
+    yield "errors", ({"file": e.file, "reason": e.reason, "input": e.input} for e in result.errors)
+    yield "summary", summary_document(result)
+    if result.binaries:
+        yield "binaries", (binary_document(b) for b in result.binaries)
 
 
 def summary_document(result: AuditResult) -> dict:
@@ -154,10 +162,11 @@ def render(result: AuditResult) -> str:
     encoding each record on its own line keeps to the C encoder, and keeps ``grep`` useful."""
     encode = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
     fields = []
-    for key, value in document(result).items():
-        if isinstance(value, list) and value:
-            records = ",\n    ".join(map(encode, value))
-            fields.append(f"  {encode(key)}: [\n    {records}\n  ]")
+    for key, value in _fields(result):
+        records = list(map(encode, value)) if isinstance(value, (list, Iterator)) else None
+        if records:
+            joined = ",\n    ".join(records)
+            fields.append(f"  {encode(key)}: [\n    {joined}\n  ]")
         else:
-            fields.append(f"  {encode(key)}: {encode(value)}")
+            fields.append(f"  {encode(key)}: {encode(value if records is None else [])}")
     return "{\n" + ",\n".join(fields) + "\n}\n"

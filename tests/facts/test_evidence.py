@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from auditor import arch, pipeline
-from auditor.facts.binaries import module_of, with_extensions
+from auditor.facts.binaries import Lines, module_of, with_extensions
 from auditor.model import Binary, EmbeddedCode, Loadability, SourceFile
 
 OPS = """
@@ -259,3 +261,14 @@ def test_a_resolver_that_imports_a_source_built_attention_package_depends_on_its
     _, findings, _ = pipeline.audit_input(files, "t", options)
     assert [f.rule for f in findings] == ["ARCH011"]
     assert "SpargeAttn" in findings[0].message
+
+
+@pytest.mark.parametrize("text", ["", "a", "a\n", "x = 1\n\ny = 2", "\n\n", "é\nü\n"])
+def test_a_files_lines_are_the_lines_split_gives(text):
+    """The evidence keeps every Python file it reads; its lines are offsets into the text, not a
+    string each, and read as ``split`` gives them."""
+    lines, want = Lines(text), text.split("\n")
+    assert len(lines) == len(want) and list(lines) == want
+    assert lines[-1] == want[-1] and lines[1:] == want[1:] and lines[0:1] == want[0:1]
+    with pytest.raises(IndexError):
+        lines[len(want)]
