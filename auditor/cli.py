@@ -334,8 +334,11 @@ def wrote_line(outputs: dict[str, Format]) -> str:
 
 
 def _write(out: str, text: str) -> None:
+    """Write ``text`` a megabyte at a time: encoded whole, a large report would be held twice."""
     try:
-        Path(out).write_text(text, encoding="utf-8")
+        with open(out, "w", encoding="utf-8") as fh:
+            for i in range(0, len(text), 1 << 20):
+                fh.write(text[i : i + (1 << 20)])
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 

@@ -80,7 +80,7 @@ def uncalled(
     memo: Callable[[Callable[[], CSide]], CSide] | None = None,
 ) -> set[tuple[str, int]]:
     """(file, line) of the given gate ``lines`` (per vendored C file) that sit in a function no
-    file that can see it uses. ``read`` gives a file's bytes; each is read at most once.
+    file that can see it uses. ``read`` gives a file's bytes; a file with gates is read twice, the others once.
     ``memo`` keeps what the C files decide (:func:`c_side`: the candidates and their uses in C
     code), which the Python files' uses then complete."""
     side = memo(lambda: c_side(sight, lines, read)) if memo is not None else c_side(sight, lines, read)
@@ -155,7 +155,8 @@ class CSide:
 def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str], bytes]) -> CSide:
     """The C files' part of :func:`uncalled`."""
     index = {p: i for i, p in enumerate(sight.files)}
-    texts: dict[int, tuple[str, set[int]]] = {}  # the files with gates: code, offsets of definitions
+    defined_in: dict[int, set[int]] = {}  # the files with gates: offsets of definitions
+    # (their code is read and blanked again for uses: held until then, it would cost their size)
     aliases: dict[str, set[str]] = {}  # namespace alias -> the last part of what it names
     candidates: dict[int, list[tuple[Function, list[int]]]] = {}
     for path, wanted in lines.items():
@@ -166,7 +167,7 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
         _aliases(data, aliases)
         code = blank(data.decode("latin-1"), "cuda", directives=False)[0]
         functions = functions_of(_without_directives(code))
-        texts[i] = (code, {f.at for f in functions})
+        defined_in[i] = {f.at for f in functions}
         starts = [f.first for f in functions]
         held: dict[int, list[int]] = {}
         for line in sorted(set(wanted)):
@@ -193,10 +194,13 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
     for i in sorted(set().union(*seen_by.values())):
         if i >= sight.c_files:
             continue  # a Python file: not the C side's
-        if i in texts:
-            code, defined = texts[i]
+        data = read(sight.files[i])
+        if i in defined_in:
+            if not token.search(data):
+                continue
+            defined = defined_in[i]
+            code = blank(data.decode("latin-1"), "cuda", directives=False)[0]
         else:
-            data = read(sight.files[i])
             _aliases(data, aliases)
             if not token.search(data):
                 continue

@@ -101,10 +101,11 @@ def headers(
         if not todo:
             break
         done |= set(todo)
-        programs = {i: read(paths[i]) for i in todo if i not in stuck}
-        written = [
-            sorted(_jit_includes(programs[i]) - set(includes[i])) if i in programs else [] for i in range(len(paths))
-        ]
+        programs = [i for i in todo if i not in stuck]
+        includes_of = {
+            i: sorted(_jit_includes(read(paths[i])) - set(includes[i])) for i in programs
+        }  # one file's bytes at a time
+        written = [includes_of.get(i, []) for i in range(len(paths))]
         extra = resolve(paths, written)
         for i in programs:
             if extra[i]:

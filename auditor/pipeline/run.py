@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -149,7 +149,7 @@ def cuda_gates(
     else:
         found, more = evaluated()
     errors += more
-    python = {f.path: _bytes(f) for f in files if f.language == "python" and not vendored(f.path)[0]}
+    python = _Read({f.path: f for f in files if f.language == "python" and not vendored(f.path)[0]})
     by_path = {f.path: f for f in files}
     manifests = {f.path: _bytes(f) for f in files if f.language == "manifest" and not vendored(f.path)[0]}
     restricted = builds.restrictions(python_gates, python, targets, manifests) if targets else builds.Restrictions()
@@ -222,6 +222,26 @@ class Keep:
         ]
         h.update(json.dumps(rest).encode("utf-8", "surrogatepass"))
         return lambda compute: self.store.memo(f"c-side:{tool_digest()}:{h.hexdigest()}", SIDE, compute)
+
+
+class _Read(Mapping[str, bytes]):
+    """Files' bytes by path, read each time they are asked for: held together, the package's
+    Python files would cost their size through the C/CUDA stages."""
+
+    def __init__(self, files: dict) -> None:
+        self.files = files
+
+    def __getitem__(self, path: str) -> bytes:
+        return _bytes(self.files[path])
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.files
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
 
 
 def _bytes(f) -> bytes:
