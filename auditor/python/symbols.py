@@ -761,8 +761,8 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def _give_back() -> None:
-    """Return the memory the released trees held to the system: tree-sitter's many small
-    nodes leave the C heap fragmented, and without this the process keeps its peak size."""
+    """Hand the pages the released trees leave free back to the system: glibc keeps freed
+    memory for reuse, and a process would keep its peak size."""
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
