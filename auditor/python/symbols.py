@@ -10,7 +10,6 @@ a tree whose package sits under a folder (``python/sglang/...``) still resolves
 
 from __future__ import annotations
 
-import ctypes
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -613,7 +612,6 @@ class Program:
             m.release()
             del held.modules[m]
             size -= len(m.data)
-        _give_back()
 
     def begin(self) -> Reads:
         """Start one evaluation that leaves the program as it found it (:meth:`rewind`): the
@@ -748,24 +746,6 @@ class Program:
                 return m
         f = self._files.get(name)
         return self.load(f) if f is not None else None
-
-
-@cache
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(None)
-        libc.malloc_trim  # noqa: B018 (glibc only)
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-def _give_back() -> None:
-    """Hand the pages the released trees leave free back to the system: glibc keeps freed
-    memory for reuse, and a process would keep its peak size."""
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 
 
 def word_pattern(names) -> re.Pattern | None:
