@@ -397,9 +397,7 @@ def _instance_predicates(it: Interp, mod: Module, known: set[str], settled: dict
         for attr, sites in info.instance_attrs().items():
             if attr in known or attr in out:
                 continue
-            fresh_sites = [
-                rhs for rhs, _, _ in sites if _where(mod, rhs) not in settled or settled[_where(mod, rhs)] & news
-            ]
+            fresh_sites = [rhs for rhs, _, _ in sites if (w := settled.get(_where(mod, rhs))) is None or w & news]
             if not any(it.relevant(mod, rhs) for rhs in fresh_sites):
                 continue
             it.on(capability(arch.capabilities()[-2]))
