@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -90,9 +90,9 @@ def uncalled(
     uses: dict[str, list[tuple[int, str | None]]] = {}
     for name, i, q in side.uses:
         uses.setdefault(name, []).append((i, q))
-    seen_by = {i: frozenset(seen) for i, seen in side.seen_by}
+    includers = _includers(sight)
     token = _name_tokens({f.name for _, found in side.candidates for f, _ in found})
-    for i in sorted(set().union(*seen_by.values())):
+    for i in sorted(_readers(sight, side.candidates, includers)):
         if i < sight.c_files:
             continue  # in the C side
         data = read(sight.files[i])
@@ -106,13 +106,43 @@ def uncalled(
                 uses.setdefault(name, []).append((i, qualifier))
     out: set[tuple[str, int]] = set()
     for i, found in side.candidates:
-        for f, gate_lines in found:
+        used = [uses.get(f.name, ()) for f, _ in found]
+        seen = _seen_by(sight, i, found, includers) if any(used) else range(0)
+        for (f, gate_lines), users in zip(found, used):
             allowed = f.namespaces | {a for a, named in aliases.items() if named & f.namespaces}
-            if not any(
-                u in seen_by[i] and (q is None or q in allowed or q in ("", "?")) for u, q in uses.get(f.name, ())
-            ):
+            if not any(u in seen and (q is None or q in allowed or q in ("", "?")) for u, q in users):
                 out.update((sight.files[i], line) for line in gate_lines)
     return out
+
+
+def _includers(sight: Sight) -> list[list[int]]:
+    """Per file of the sight, the files that include it (or whose programs do)."""
+    out: list[list[int]] = [[] for _ in sight.files]
+    for i, targets in enumerate(sight.edges):
+        for j in targets:
+            out[j].append(i)
+    return out
+
+
+def _by_inclusion(sight: Sight, i: int, found: Iterable[tuple[Function, Any]]) -> bool:
+    """Whether only the files that include candidate file ``i`` can see its functions: a
+    header's, or a source's that are all local (a source's others have linkage: any unit may
+    declare them)."""
+    return suffix_of(sight.files[i]) in HEADERS or all(f.local for f, _ in found)
+
+
+def _seen_by(sight: Sight, i: int, found: Iterable[tuple[Function, Any]], includers: list[list[int]]) -> Container[int]:
+    """The files that can see the functions of candidate file ``i``. Computed when asked, one
+    file at a time: held for every candidate of an environment, they were millions of entries."""
+    return closure([i], includers) if _by_inclusion(sight, i, found) else range(sight.c_files)
+
+
+def _readers(sight: Sight, candidates: Iterable[tuple[int, Any]], includers: list[list[int]]) -> set[int]:
+    """Every file that can see some candidate's functions (the union of :func:`_seen_by`)."""
+    candidates = list(candidates)
+    roots = [i for i, found in candidates if _by_inclusion(sight, i, found)]
+    units = range(sight.c_files) if len(roots) < len(candidates) else range(0)
+    return closure(roots, includers).union(units)
 
 
 def _name_tokens(names: set[str]) -> Any:
@@ -144,8 +174,6 @@ class CSide:
 
     candidates: tuple[tuple[int, tuple[tuple[Function, tuple[int, ...]], ...]], ...] = ()
     """Per C file with gates in functions (index in :attr:`.Sight.files`), those functions and their gate lines."""
-    seen_by: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    """Per candidate file, the files that can see its definitions."""
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Namespace aliases written in the C files read."""
     uses: tuple[tuple[str, int, str | None], ...] = ()
@@ -179,19 +207,9 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
     if not candidates:
         return CSide()
     token = _name_tokens({f.name for found in candidates.values() for f, _ in found})
-    includers: list[list[int]] = [[] for _ in sight.files]
-    for i, targets in enumerate(sight.edges):
-        for j in targets:
-            includers[j].append(i)
-    units = set(range(sight.c_files))  # a source's functions have linkage: any unit may declare them
-    seen_by = {
-        i: closure([i], includers)
-        if suffix_of(sight.files[i]) in HEADERS or all(f.local for f, _ in candidates[i])
-        else units
-        for i in candidates
-    }
+    readers = _readers(sight, candidates.items(), _includers(sight))
     uses: list[tuple[str, int, str | None]] = []
-    for i in sorted(set().union(*seen_by.values())):
+    for i in sorted(readers):
         if i >= sight.c_files:
             continue  # a Python file: not the C side's
         data = read(sight.files[i])
@@ -216,7 +234,6 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
                 uses.append((name, i, qualifier))
     return CSide(
         tuple((i, tuple((f, tuple(g)) for f, g in found)) for i, found in sorted(candidates.items())),
-        tuple((i, tuple(sorted(seen))) for i, seen in sorted(seen_by.items())),
         tuple((a, tuple(sorted(named))) for a, named in sorted(aliases.items())),
         tuple(uses),
     )
@@ -229,7 +246,6 @@ def encode_side(side: CSide) -> list:
             [i, [[[f.name, f.at, f.first, f.last, sorted(f.namespaces), f.kernel, f.local], list(g)] for f, g in found]]
             for i, found in side.candidates
         ],
-        [[i, list(seen)] for i, seen in side.seen_by],
         [[a, list(named)] for a, named in side.aliases],
         [list(u) for u in side.uses],
     ]
@@ -256,7 +272,7 @@ def decode_side(d: list) -> CSide:
             raise ValueError("malformed")
         return x
 
-    candidates, seen_by, aliases, uses = d
+    candidates, aliases, uses = d
     return CSide(
         tuple(
             (
@@ -271,7 +287,6 @@ def decode_side(d: list) -> CSide:
             )
             for i, found in candidates
         ),
-        tuple((ints([i])[0], ints(seen)) for i, seen in seen_by),
         tuple((text(a), tuple(map(text, named))) for a, named in aliases),
         tuple((text(n), ints([i])[0], None if q is None else text(q)) for n, i, q in uses),
     )
