@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from auditor import arch, fingerprint, model
+from auditor.apart import apart, available
 from auditor.facts import names
 from auditor.fingerprint import content_digest, json_digest
 from auditor.model import Language
@@ -35,6 +36,10 @@ _BATCH = 16
 TREES = 8 << 20
 """Bytes of source whose parsed trees a process keeps between evaluators (≈ 23 bytes of tree
 per byte): above it, the least recently used are released, and parsed again when used."""
+APART_FILES = 200
+"""A program of this many Python files or more learns its predicates in a process of its own
+(:func:`auditor.apart.apart`), which hands back what :func:`_replay` needs; below it the fork
+costs more than the memory it gives back."""
 TOO_DEEP = "python expression nested too deeply to evaluate; skipped"
 
 
@@ -286,7 +291,32 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
             again = _replay(files, pending, prog.errors, entry)
             if again is not None:
                 return again
-        prog.log = []
+    if len(files) >= APART_FILES and available():  # the learning's leavings go with its process
+        entry = apart(lambda report: _learned(prog, relevant, pending, rest, report), progress)
+        again = _replay(files, pending, prog.errors, entry) if entry is not None else None
+        if again is not None:
+            if kept is not None:
+                kept.put(key, entry)
+            return again
+    prog.log = [] if kept is not None else None
+    known = _learn(prog, relevant, pending, rest, progress)
+    if kept is not None and prog.log is not None:
+        kept.put(key, {"log": [list(e) for e in prog.log], "known": sorted(known)})
+    prog.log = None
+    return prog, relevant
+
+
+def _learned(prog: Program, relevant: Relevance, pending: list, rest: list, progress: Progress) -> dict:
+    """What :func:`_learn` did, as :func:`_replay` replays it: the files it loaded and the
+    modules it dropped, in order, and the predicates it learned."""
+    prog.log = []
+    known = _learn(prog, relevant, pending, rest, progress)
+    return {"log": [list(e) for e in prog.log], "known": sorted(known)}
+
+
+def _learn(prog: Program, relevant: Relevance, pending: list, rest: list, progress: Progress) -> set[str]:
+    """Load ``pending`` and learn the predicates they define, then load the files of ``rest``
+    whose words name one of them, and so on until no new predicate turns up; the predicates."""
     known: set[str] = set()
     settled: dict[tuple[str, int, int], frozenset[str]] = {}
     """Units found to be no predicate (by :func:`_where`), with their words: looked at again
@@ -340,10 +370,7 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
         relevant.learn(fresh, known)
         pending = [f for f, words in rest if words & fresh]
         rest = [(f, words) for f, words in rest if not words & fresh]
-    if kept is not None and prog.log is not None:
-        kept.put(key, {"log": [list(e) for e in prog.log], "known": sorted(known)})
-    prog.log = None
-    return prog, relevant
+    return known
 
 
 def _split_digest(files: Sequence, pending: list, rest: list, errors: list) -> str:

@@ -201,6 +201,27 @@ def test_trees_released_between_evaluators_find_the_same_gates(tmp_path, monkeyp
     assert extract.read(prog, relevant, inputs, jobs) == kept and kept[0]
 
 
+@pytest.mark.parametrize("apart", [True, False])
+def test_learning_in_a_process_of_its_own_finds_the_same_gates(tmp_path, monkeypatch, apart):
+    """Issue #20: a large program learns its predicates in a forked process that ends (its
+    allocator's leavings go with it) and the caller replays what it did. The program and the
+    gates are those of learning here."""
+    files = sources(tree(tmp_path / "tree"))
+    inputs = {f.path: f.input for f in files}
+    monkeypatch.setattr(extract, "APART_FILES", 1 << 40)
+    here = extract.load(files)
+    forked: list[bool] = []
+    real = extract.apart
+    monkeypatch.setattr(extract, "apart", lambda work, progress: forked.append(True) or real(work, progress))
+    monkeypatch.setattr(extract, "APART_FILES", 0 if apart else 1 << 40)
+    there = extract.load(files)
+    assert forked == ([True] if apart else [])
+    assert sorted(there[0].by_path) == sorted(here[0].by_path) and there[0].errors == here[0].errors
+    assert there[1].known == here[1].known and here[1].known
+    gates = extract.read(*here, inputs, 1)
+    assert extract.read(*there, inputs, 1) == gates and gates[0]
+
+
 def test_another_input_with_one_file_changed_evaluates_only_that_batch(tmp_path, monkeypatch):
     """Two revisions of a tree (``archaudit pr``, ``diff``) are two inputs of other names: what
     they have in common is kept by content, not by the input's name."""

@@ -1,0 +1,61 @@
+"""Work run in a forked process that ends when it is done, so that its memory goes with it.
+
+A long evaluation leaves Python's allocator holding arenas that a few long-lived objects pin
+(the predicate learning of flashinfer 0.7.4 left ≈ 340 MB of them holding 17 MB of live
+objects): no ``free`` gives them back, but a process that exits does. Only the result, which
+must pickle, comes back; the child's progress reports are passed on as they come.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Report = Callable[..., None]
+
+
+def available() -> bool:
+    """Whether this platform forks (the child inherits the caller's state instead of pickling it)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def apart(work: Callable[[Report], T], progress: Report | None = None) -> T | None:
+    """``work(report)`` in a forked child; its result, or None when the child ended without one
+    (killed, out of memory): the caller then does the work itself. An exception in ``work``
+    is raised here again (as a RuntimeError with its text when it does not pickle)."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            value: Any = ("done", work(lambda *args: send.send(("progress", args))))
+        except BaseException as exc:  # handed to the parent, which raises it
+            value = ("error", exc)
+        try:
+            send.send(value)
+        except Exception as exc:  # an unpicklable result or exception
+            send.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+    process = ctx.Process(target=child, daemon=True)
+    process.start()
+    send.close()
+    try:
+        while True:
+            try:
+                kind, value = receive.recv()
+            except EOFError:
+                return None
+            if kind == "progress":
+                if progress:
+                    progress(*value)
+            elif kind == "done":
+                return value
+            else:
+                raise value
+    finally:
+        receive.close()
+        if process.is_alive():
+            process.terminate()
+        process.join()

@@ -1,0 +1,54 @@
+"""Work run in a forked process that ends (:mod:`auditor.apart`)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from auditor.apart import apart
+
+
+def test_the_result_and_the_progress_come_back():
+    held = list(range(1000))  # inherited, not pickled
+    seen: list[tuple] = []
+
+    def work(report):
+        for i in range(3):
+            report("step", i + 1, 3)
+        return sum(held), os.getpid()
+
+    total, pid = apart(work, lambda *args: seen.append(args))
+    assert total == sum(held) and pid != os.getpid()
+    assert seen == [("step", 1, 3), ("step", 2, 3), ("step", 3, 3)]
+
+
+def test_what_the_child_changes_stays_in_the_child():
+    state = {"n": 1}
+
+    def work(report):
+        state["n"] = 2
+        return state["n"]
+
+    assert apart(work) == 2 and state == {"n": 1}
+
+
+def test_an_exception_is_raised_in_the_caller():
+    def work(report):
+        raise KeyError("missing")
+
+    with pytest.raises(KeyError, match="missing"):
+        apart(work)
+
+
+def test_a_result_that_does_not_pickle_is_an_error():
+    with pytest.raises(RuntimeError, match="pickle"):
+        apart(lambda report: lambda: 1)
+
+
+def test_a_child_that_dies_gives_none():
+    def work(report):
+        report("step", 1, 2)
+        os._exit(3)
+
+    assert apart(work) is None
