@@ -87,9 +87,9 @@ def uncalled(
     if not side.candidates:
         return set()
     aliases = {a: set(named) for a, named in side.aliases}
-    uses: dict[str, list[tuple[int, str | None]]] = {}
+    uses: dict[str, dict[tuple[int, str | None], None]] = {}  # each (file, qualifier) of a name once
     for name, i, q in side.uses:
-        uses.setdefault(name, []).append((i, q))
+        uses.setdefault(name, {})[i, q] = None
     includers = _includers(sight)
     token = _name_tokens({f.name for _, found in side.candidates for f, _ in found})
     for i in sorted(_readers(sight, side.candidates, includers)):
@@ -103,7 +103,7 @@ def uncalled(
         for start, name in _tokens(token, code):
             qualifier = _qualifier(code, start)
             if qualifier != ".":
-                uses.setdefault(name, []).append((i, qualifier))
+                uses.setdefault(name, {})[i, qualifier] = None
     out: set[tuple[str, int]] = set()
     for i, found in side.candidates:
         used = [uses.get(f.name, ()) for f, _ in found]
@@ -177,7 +177,7 @@ class CSide:
     aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Namespace aliases written in the C files read."""
     uses: tuple[tuple[str, int, str | None], ...] = ()
-    """(name, file, qualifier) of each use of a candidate's name in the C files that can see it."""
+    """(name, file, qualifier) of the uses of a candidate's name in the C files that can see it, each once."""
 
 
 def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str], bytes]) -> CSide:
@@ -208,7 +208,7 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
         return CSide()
     token = _name_tokens({f.name for found in candidates.values() for f, _ in found})
     readers = _readers(sight, candidates.items(), _includers(sight))
-    uses: list[tuple[str, int, str | None]] = []
+    uses: dict[tuple[str, int, str | None], None] = {}  # each once: a file may use a name thousands of times
     for i in sorted(readers):
         if i >= sight.c_files:
             continue  # a Python file: not the C side's
@@ -231,7 +231,7 @@ def c_side(sight: Sight, lines: Mapping[str, Iterable[int]], read: Callable[[str
                 continue  # a definition of that name (another namespace's, an overload) calls nothing
             qualifier = _qualifier(code, start)
             if qualifier != ".":
-                uses.append((name, i, qualifier))
+                uses[name, i, qualifier] = None
     return CSide(
         tuple((i, tuple((f, tuple(g)) for f, g in found)) for i, found in sorted(candidates.items())),
         tuple((a, tuple(sorted(named))) for a, named in sorted(aliases.items())),
