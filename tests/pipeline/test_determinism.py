@@ -171,6 +171,33 @@ def test_cold_and_warm_cache(tmp_path, capsys):
     assert run(capsys, tree, "--cache-dir", cache, "--jobs", "1") == uncached  # warm: every file a hit
 
 
+def test_work_in_processes_of_its_own(tmp_path, capsys, monkeypatch):
+    """Issue #20: the judging of a large input's gates and the learning of a large program's
+    predicates run in forked processes that end; the reports are the same, with and without
+    a cache (whose entries the process that goes on keeps)."""
+    from auditor.pipeline import run as pipeline
+    from auditor.python import extract
+
+    tree = str(corpus(tmp_path / "tree"))
+    here = run(capsys, tree, "--no-cache", "--jobs", "1")
+    forks: list[str] = []
+    for module in (pipeline, extract):
+        real = module.apart
+        monkeypatch.setattr(
+            module, "apart", lambda work, *a, real=real, m=module: forks.append(m.__name__) or real(work, *a)
+        )
+    monkeypatch.setattr(pipeline, "APART_GATES", 0)
+    monkeypatch.setattr(extract, "APART_FILES", 0)
+    assert run(capsys, tree, "--no-cache", "--jobs", "1") == here
+    assert sorted(set(forks)) == ["auditor.pipeline.run", "auditor.python.extract"]
+    cache = str(tmp_path / "cache")
+    assert run(capsys, tree, "--cache-dir", cache, "--jobs", "1") == here
+    user = tmp_path / "tree" / "pkg" / "users" / "u03.py"
+    user.write_text(user.read_text().replace("(12, 0)", "(12, 1)"))
+    changed = run(capsys, tree, "--no-cache", "--jobs", "1")
+    assert run(capsys, tree, "--cache-dir", cache, "--jobs", "1") == changed
+
+
 def test_hash_seed_does_not_matter(tmp_path):
     """Three processes with different string hashing: set orders differ, results must not."""
     tree = str(corpus(tmp_path / "tree"))
