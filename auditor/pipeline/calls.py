@@ -116,11 +116,18 @@ def uncalled(
 
 
 def _includers(sight: Sight) -> list[list[int]]:
-    """Per file of the sight, the files that include it (or whose programs do)."""
-    out: list[list[int]] = [[] for _ in sight.files]
+    """Per file of the sight, the files that include it (or whose programs do). What the
+    Python files' programs include is included by one node past the files
+    (``len(sight.files)``), which each Python file includes: their programs' edges are held
+    once, not once per file."""
+    hub = len(sight.files)
+    out: list[list[int]] = [[] for _ in range(hub + 1)]
     for i, targets in enumerate(sight.edges):
         for j in targets:
             out[j].append(i)
+    for j in sight.programs:
+        out[j].append(hub)
+    out[hub] = list(range(sight.c_files, hub))
     return out
 
 
@@ -134,7 +141,11 @@ def _by_inclusion(sight: Sight, i: int, found: Iterable[tuple[Function, Any]]) -
 def _seen_by(sight: Sight, i: int, found: Iterable[tuple[Function, Any]], includers: list[list[int]]) -> Container[int]:
     """The files that can see the functions of candidate file ``i``. Computed when asked, one
     file at a time: held for every candidate of an environment, they were millions of entries."""
-    return closure([i], includers) if _by_inclusion(sight, i, found) else range(sight.c_files)
+    if not _by_inclusion(sight, i, found):
+        return range(sight.c_files)
+    seen = closure([i], includers)
+    seen.discard(len(sight.files))
+    return seen
 
 
 def _readers(sight: Sight, candidates: Iterable[tuple[int, Any]], includers: list[list[int]]) -> set[int]:
@@ -142,7 +153,9 @@ def _readers(sight: Sight, candidates: Iterable[tuple[int, Any]], includers: lis
     candidates = list(candidates)
     roots = [i for i, found in candidates if _by_inclusion(sight, i, found)]
     units = range(sight.c_files) if len(roots) < len(candidates) else range(0)
-    return closure(roots, includers).union(units)
+    seen = closure(roots, includers).union(units)
+    seen.discard(len(sight.files))
+    return seen
 
 
 def _name_tokens(names: set[str]) -> Any:

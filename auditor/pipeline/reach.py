@@ -139,7 +139,10 @@ class Sight:
     files: tuple[str, ...]
     """The C files, then the package's own Python files."""
     edges: tuple[tuple[int, ...], ...]
-    """Per file of :attr:`files`, the files it includes (or its programs include)."""
+    """Per C file of :attr:`files`, the files it includes (or its programs include)."""
+    programs: tuple[int, ...] = ()
+    """What any JIT source includes: every own Python file's programs may include it (held
+    once: per Python file, it made tens of millions of edges of flashinfer's)."""
     written: frozenset[int] = frozenset()
     """Files whose programs are string literals: their strings are code too."""
     opaque: frozenset[int] = frozenset()
@@ -163,7 +166,8 @@ def _sight(
     out = [tuple(dict.fromkeys([*edges[i], *sorted(written_by.get(i, ()))])) for i in range(n)]
     return Sight(
         (*paths, *python),
-        (*out, *[targets] * len(python)),
+        tuple(out),
+        targets,
         frozenset(written_by) | frozenset(range(n, n + len(python))),
         frozenset(whole),
         n,

@@ -219,6 +219,8 @@ class Keep:
         for targets in sight.edges:
             h.update(b"|")
             h.update(array("q", targets).tobytes())
+        h.update(b"&")
+        h.update(array("q", sight.programs).tobytes())
         rest = [
             sorted(sight.written),
             sorted(sight.opaque),
