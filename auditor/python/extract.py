@@ -292,8 +292,9 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
             if again is not None:
                 return again
     if len(files) >= APART_FILES and available():  # the learning's leavings go with its process
-        entry = apart(lambda report: _learned(prog, relevant, pending, rest, report), progress)
-        again = _replay(files, pending, prog.errors, entry) if entry is not None else None
+        done = apart(lambda report: _learned(prog, relevant, pending, rest, report), progress)
+        entry, parses = done if done is not None else (None, [])
+        again = _replay(files, pending, prog.errors, entry, parses) if entry is not None else None
         if again is not None:
             if kept is not None:
                 kept.put(key, entry)
@@ -302,16 +303,18 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
     known = _learn(prog, relevant, pending, rest, progress)
     if kept is not None and prog.log is not None:
         kept.put(key, {"log": [list(e) for e in prog.log], "known": sorted(known)})
-    prog.log = None
+    prog.log, prog.parses = None, []
     return prog, relevant
 
 
-def _learned(prog: Program, relevant: Relevance, pending: list, rest: list, progress: Progress) -> dict:
+def _learned(prog: Program, relevant: Relevance, pending: list, rest: list, progress: Progress) -> tuple[dict, list]:
     """What :func:`_learn` did, as :func:`_replay` replays it: the files it loaded and the
-    modules it dropped, in order, and the predicates it learned."""
+    modules it dropped, in order, and the predicates it learned; and what each load parsed,
+    summarised (the replay need not parse them again)."""
     prog.log = []
     known = _learn(prog, relevant, pending, rest, progress)
-    return {"log": [list(e) for e in prog.log], "known": sorted(known)}
+    parses = [(None if m is None else m.summary(), error) for m, error in prog.parses]
+    return {"log": [list(e) for e in prog.log], "known": sorted(known)}, parses
 
 
 def _learn(prog: Program, relevant: Relevance, pending: list, rest: list, progress: Progress) -> set[str]:
@@ -382,11 +385,14 @@ def _split_digest(files: Sequence, pending: list, rest: list, errors: list) -> s
     return json_digest([[f.path, "hit" if f.path in hit else bad.get(f.path) or words.get(f.path, [])] for f in files])
 
 
-def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Program, Relevance] | None:
+def _replay(
+    files: Sequence, pending: list, errors: list, entry, parses: Sequence[tuple[tuple | None, Any]] = ()
+) -> tuple[Program, Relevance] | None:
     """The program as a load before left it, when every file it loaded is unchanged: the same
     files loaded and modules dropped in the same order, the same predicates learned, without
     learning them again. None when a file it loaded has changed (or the entry is no such
-    record)."""
+    record). ``parses``: what each load parsed (:func:`_learned`), when the load just ran
+    elsewhere; else each file is parsed again."""
     try:
         log = [(str(op), str(path), str(what)) for op, path, what in entry["log"]]
         known = {str(n) for n in entry["known"]}
@@ -396,12 +402,14 @@ def _replay(files: Sequence, pending: list, errors: list, entry) -> tuple[Progra
     prog.errors.extend(errors)
     relevant = Relevance(names.table().relevant)
     given = {f.path: f for f in pending}
+    loads = iter(parses)
     for op, path, what in log:
         if op == "load":
             f = given.get(path) or prog.source(path)
             if f is None:
                 return None
-            m = prog.load(f)
+            summary, error = next(loads, (None, None))
+            m = prog.load(f, (Module.summarised(summary), error) if summary is not None else None)
             prog.trim(TREES)
             if (m.digest if m is not None else content_digest(f.data)) != what:
                 return None

@@ -183,6 +183,19 @@ class Module:
         )
         """(class, name, index in its ``bindings[name]``) of each method, in order."""
 
+    def summary(self) -> tuple:
+        """What the module is without its tree (:meth:`summarised` makes it again): a process
+        that parsed it hands this on, and the tree is parsed again where it is used."""
+        return (self.path, self.name, self.is_package, self.data, self.digest, self.names, self.functions, self.methods)
+
+    @classmethod
+    def summarised(cls, summary: tuple) -> Module:
+        """The module :meth:`summary` describes, its tree not yet parsed."""
+        mod = cls.__new__(cls)
+        (mod.path, mod.name, mod.is_package, mod.data, mod.digest, mod.names, mod.functions, mod.methods) = summary
+        mod._held, mod._used, mod._tree = None, 0, None
+        return mod
+
     def _read(self, root: Node) -> Tree:
         t = self._tree = Tree(root)
         _collect(self, t, root.children, t.bindings, "")
@@ -524,6 +537,8 @@ class Program:
         """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
         self.log: list[tuple[str, str, str]] | None = None
         """While set, each file loaded (path, content digest) and each module dropped (path, why), in order."""
+        self.parses: list[tuple[Module | None, FileError | None]] = []
+        """While :attr:`log` is set, what each load it lists parsed: its module and error."""
         self._journal: list[tuple[dict, str, int]] | None = None
         self._added: list[Module] = []
         self._parsed: dict[str, tuple[Module | None, FileError | None]] = {}
@@ -548,10 +563,12 @@ class Program:
                     break
                 self._suffix.setdefault(".".join(parts[i:]), []).append(name)
 
-    def load(self, file: SourceFile) -> Module | None:
+    def load(self, file: SourceFile, parsed: tuple[Module | None, FileError | None] | None = None) -> Module | None:
+        """The file's module, parsed unless loaded before (or ``parsed`` gives it: a module
+        summarised elsewhere, and the error of parsing it)."""
         if file.path in self.by_path:
             return self.by_path[file.path]
-        parsed = self._parsed.get(file.path)
+        parsed = parsed or self._parsed.get(file.path)
         if parsed is None:
             parsed = parse(file)
             if self._journal is not None:  # parsed once, whatever evaluation loads it
@@ -559,6 +576,7 @@ class Program:
         mod, error = parsed
         if self.log is not None:
             self.log.append(("load", file.path, mod.digest if mod is not None else content_digest(file.data)))
+            self.parses.append((mod, error))
         if error is not None:
             self.errors.append(error)
         if mod is not None:

@@ -204,8 +204,9 @@ def test_trees_released_between_evaluators_find_the_same_gates(tmp_path, monkeyp
 @pytest.mark.parametrize("apart", [True, False])
 def test_learning_in_a_process_of_its_own_finds_the_same_gates(tmp_path, monkeypatch, apart):
     """Issue #20: a large program learns its predicates in a forked process that ends (its
-    allocator's leavings go with it) and the caller replays what it did. The program and the
-    gates are those of learning here."""
+    allocator's leavings go with it) and hands back what it did, with each module it loaded
+    summarised; the caller replays that without parsing. The program and the gates are those
+    of learning here."""
     files = sources(tree(tmp_path / "tree"))
     inputs = {f.path: f.input for f in files}
     monkeypatch.setattr(extract, "APART_FILES", 1 << 40)
@@ -216,6 +217,8 @@ def test_learning_in_a_process_of_its_own_finds_the_same_gates(tmp_path, monkeyp
     monkeypatch.setattr(extract, "APART_FILES", 0 if apart else 1 << 40)
     there = extract.load(files)
     assert forked == ([True] if apart else [])
+    if apart:  # handed back summarised, the modules are not parsed here until used
+        assert not any(m.parsed for m in there[0].by_path.values())
     assert sorted(there[0].by_path) == sorted(here[0].by_path) and there[0].errors == here[0].errors
     assert there[1].known == here[1].known and here[1].known
     gates = extract.read(*here, inputs, 1)
