@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from itertools import islice
 
 from auditor import verdicts
 from auditor.model import Gate, Guards, Language, SourceFile, Target
 
 MAX_CALLS = 8
 """A function called from more places than this is a shared utility: its callers are not read."""
+AST_BYTES = 2 << 20
+"""Source bytes whose ``ast`` trees are kept (≈ 36 bytes of tree per byte of source); the least
+recently used beyond it are parsed again when asked for. Kept all, a large input's callers
+cost a gigabyte."""
 _OPERAND = re.compile(r"(not\s+)?([A-Za-z_]\w*)")
 
 
@@ -44,11 +50,16 @@ def with_arguments(gates: Sequence[Gate], files: Sequence[SourceFile], targets: 
     if not candidates:
         return list(gates)
     at = {(g.file, g.line, _squeezed(g.expression)): g for g in gates if g.language == Language.PYTHON}
-    trees: dict[str, ast.Module | None] = {}
+    trees: OrderedDict[str, ast.Module | None] = OrderedDict()  # least recently used first
 
     def tree(path: str) -> ast.Module | None:
-        if path not in trees:
-            trees[path] = _parsed(python[path])
+        if path in trees:
+            trees.move_to_end(path)
+            return trees[path]
+        trees[path] = _parsed(python[path])
+        held = sum(len(python[p]) for p in trees)
+        while held > AST_BYTES and len(trees) > 1:
+            held -= len(python[trees.popitem(last=False)[0]])
         return trees[path]
 
     out = list(gates)
@@ -65,7 +76,7 @@ def with_arguments(gates: Sequence[Gate], files: Sequence[SourceFile], targets: 
 
 
 Trees = Callable[[str], "ast.Module | None"]
-"""A Python file's syntax tree by path, parsed once per scan."""
+"""A Python file's syntax tree by path (:data:`AST_BYTES` of them kept)."""
 
 
 def _never_taken(g: Gate, t: Target, python: dict[str, bytes], tree: Trees, at: dict) -> bool:
@@ -142,7 +153,7 @@ def _passed(
     index = params.index(name) - (owner is not None) if name in params else None
     callee = owner.name if owner is not None else method.name
     values: set[bool] = set()
-    calls = list(_calls(python, tree, callee))
+    calls = list(islice(_calls(python, tree, callee), MAX_CALLS + 1))  # more is too many: not parsed
     if not calls or len(calls) > MAX_CALLS:
         return None
     for path, call in calls:

@@ -67,3 +67,18 @@ def test_one_caller_that_passes_another_value_leaves_the_list():
     unknown = FACTORY.replace("is_sm100_or_newer()", "os.environ.get('DEEP_GEMM') == '1'")
     gates, _, _ = run(support=SUPPORT, indexer=INDEXER, factory="import os\n" + unknown)
     assert all(not g.settled for g in gates)
+
+
+def test_trees_released_and_parsed_again_settle_the_same(monkeypatch):
+    """Issue #20: a bounded number of ``ast`` trees is kept (a large input's callers cost a
+    gigabyte kept all); keeping one at a time settles what keeping them all settles."""
+    from auditor.pipeline import arguments
+
+    parsed: list[str] = []
+    real = arguments._parsed
+    monkeypatch.setattr(arguments, "_parsed", lambda data: parsed.append(data) or real(data))
+    many = run(support=SUPPORT, indexer=INDEXER, factory=FACTORY)
+    everything = len(parsed)
+    monkeypatch.setattr(arguments, "AST_BYTES", 0)
+    assert run(support=SUPPORT, indexer=INDEXER, factory=FACTORY)[0] == many[0]
+    assert len(parsed) > 2 * everything and any(g.settled for g in many[0])
