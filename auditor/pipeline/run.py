@@ -417,12 +417,14 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             c_gates, c_findings = c_judged.gates, c_judged.findings
         else:
             c_gates, c_findings = judged(c_found, c_sources)
+        c_found[0].clear()  # judged apart, the gates came back as copies: these can go
         python = (_imported(python[0], files), python[1])
         keys = _summary_keys(files, survey.reads) if survey else {}
         kept_summaries = store.get_many(list(keys.values())) if keys else {}
         summaries = {p: kept_summaries[k] for p, k in keys.items() if k in kept_summaries}
         known = set(summaries)
         py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"], summaries)
+        python[0].clear()
         store.put_many([(keys[p], v) for p, v in summaries.items() if p not in known and p in keys])
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))
     return InputResult(c_gates + py_gates, findings, c_found[1] + python[1] + bin_errors, binaries)
