@@ -16,15 +16,13 @@ T = TypeVar("T")
 Report = Callable[..., None]
 
 
-def available() -> bool:
-    """Whether this platform forks (the child inherits the caller's state instead of pickling it)."""
-    return "fork" in multiprocessing.get_all_start_methods()
-
-
 def apart(work: Callable[[Report], T], progress: Report | None = None) -> T | None:
     """``work(report)`` in a forked child; its result, or None when the child ended without one
-    (killed, out of memory): the caller then does the work itself. An exception in ``work``
-    is raised here again (as a RuntimeError with its text when it does not pickle)."""
+    (killed, out of memory) or this platform does not fork (the child must inherit the
+    caller's state): the caller then does the work itself. An exception in ``work`` is raised
+    here again (as a RuntimeError with its text when it does not pickle)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from auditor import __version__, arch
-from auditor.apart import apart, available
+from auditor.apart import apart
 from auditor.cuda import gates as cuda
 from auditor.cuda import host
 from auditor.cuda.includes import Scopes
@@ -361,7 +361,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         def judged(
             found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
         ) -> tuple[list[Gate], list[Finding]]:
-            if len(found[0]) < APART_GATES or not available():
+            if len(found[0]) < APART_GATES:
                 return judged_here(found, sources, summaries)
             before = set(summaries or ())
 

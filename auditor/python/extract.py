@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from auditor import arch, fingerprint, model
-from auditor.apart import apart, available
+from auditor.apart import apart
 from auditor.facts import names
 from auditor.fingerprint import content_digest, json_digest
 from auditor.model import Language
@@ -291,18 +291,17 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
             again = _replay(files, pending, prog.errors, entry)
             if again is not None:
                 return again
-    if len(files) >= APART_FILES and available():  # the learning's leavings go with its process
+    if len(files) >= APART_FILES:  # the learning's leavings go with its process
         done = apart(lambda report: _learned(prog, relevant, pending, rest, report), progress)
-        entry, parses = done if done is not None else (None, [])
+        entry, parses = done if done is not None else (None, ())
         again = _replay(files, pending, prog.errors, entry, parses) if entry is not None else None
         if again is not None:
             if kept is not None:
                 kept.put(key, entry)
             return again
-    prog.log = [] if kept is not None else None
-    known = _learn(prog, relevant, pending, rest, progress)
-    if kept is not None and prog.log is not None:
-        kept.put(key, {"log": [list(e) for e in prog.log], "known": sorted(known)})
+    entry, _ = _learned(prog, relevant, pending, rest, progress)
+    if kept is not None:
+        kept.put(key, entry)
     prog.log, prog.parses = None, []
     return prog, relevant
 
