@@ -886,7 +886,11 @@ class _Reach:
             if self._importers is None:
                 self._importers = _importers(self.python)
             named = self._importers.get(name, set()) | self._importers.get(src.module.rpartition(".")[2], set())
-            others = (self.source(p) for p in sorted(named - {self.modules.get(src.module, "")}))
+            others = (
+                self.source(p)
+                for p in sorted(named - {self.modules.get(src.module, "")})
+                if not name.isascii() or name.encode() in self.python[p].data  # a use spells the name out
+            )
             sites = chain(
                 ((src, at) for at, called in src.calls if called == name and not _inside(src, name, at)),
                 ((o, at) for o in others if o is not None for at, target in o.uses if target == dotted),
@@ -1113,28 +1117,32 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
         for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
         if isinstance(t, ast.Name)
     }
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.stmt, ast.mod, ast.excepthandler, ast.match_case)):
+    node: Any  # narrowed by its type, not by isinstance
+    for node in _walk(tree):
+        t = type(node)
+        if _holds_statements(t):
             holders.append(node)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
-            strings.append((node.lineno, node.value))
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            binds = _imported(inside, node)
-            bound.update(binds)
-            if isinstance(node, ast.ImportFrom):
-                imported.update(binds)
-            statements += [(node.lineno, m) for m in _modules(inside, node)]
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.setdefault(node.name, (node.lineno, node.end_lineno or node.lineno))
-        elif isinstance(node, ast.Name):
+        if t is ast.Name:
             names.append(node)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            attributes.append(node)
-        if isinstance(node, ast.Call):
+        elif t is ast.Attribute:
+            if type(node.value) is ast.Name:
+                attributes.append(node)
+        elif t is ast.Call:
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
             calls.append((node.lineno, name))
             invoked.append(node)
+        elif t is ast.Constant:
+            if isinstance(node.value, str) and _NAME_LIKE.fullmatch(node.value):
+                strings.append((node.lineno, node.value))
+        elif t is ast.Import or t is ast.ImportFrom:
+            binds = _imported(inside, node)
+            bound.update(binds)
+            if t is ast.ImportFrom:
+                imported.update(binds)
+            statements += [(node.lineno, m) for m in _modules(inside, node)]
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+            functions.setdefault(node.name, (node.lineno, node.end_lineno or node.lineno))
     qualified = {id(a.value) for a in attributes if a.value.id in bound}  # type: ignore[attr-defined]
     after: list[tuple[int, int, int]] = []
     for node in holders:
@@ -1164,6 +1172,31 @@ def _read(module: str, data: bytes, package: bool = False) -> _Source | None:
         constants,
         tuple(sorted({c.lineno for c in invoked if _opaque(c.func, bound, functions)})),
     )
+
+
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    """Every node in :func:`ast.walk`'s order (breadth first, fields in order), gathered in one
+    list: the generators of ``ast.walk`` cost twice the parse on a large package."""
+    out = [tree]
+    for node in out:  # grows while read: each node's children go to the end
+        for field in node._fields:
+            v = getattr(node, field, None)
+            if isinstance(v, ast.AST):
+                out.append(v)
+            elif isinstance(v, list):
+                out.extend([x for x in v if isinstance(x, ast.AST)])
+    return out
+
+
+_HOLDERS: dict[type, bool] = {}
+
+
+def _holds_statements(t: type) -> bool:
+    """Whether nodes of type ``t`` may hold statements (what follows an ``if`` is read in them)."""
+    holds = _HOLDERS.get(t)
+    if holds is None:
+        holds = _HOLDERS[t] = issubclass(t, (ast.stmt, ast.mod, ast.excepthandler, ast.match_case))
+    return holds
 
 
 def _opaque(f: ast.expr, bound: Mapping[str, str], functions: Mapping[str, Any]) -> bool:

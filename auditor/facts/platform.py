@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
+import re2
+
 from auditor import datafiles
 from auditor.facts import code
 from auditor.model import Word
@@ -43,6 +45,16 @@ class Fact:
     identifiers: re.Pattern
     lacking: frozenset[str]
     why: str
+    ascii: re2._Regexp
+    """Whether the identifiers or the PTX occur at all, in one RE2 pass: exact on ASCII text,
+    where RE2's ``\\b`` and ``\\w`` are Python's (the lookbehind, which RE2 lacks, becomes a
+    character before the match); Python's backtracking patterns take ~60 ns a byte."""
+
+    def present(self, text: str) -> bool:
+        """Whether :func:`needs` can find this fact anywhere in ``text``."""
+        if text.isascii():
+            return self.ascii.search(text) is not None
+        return bool(self.identifiers.search(text) or self.ptx.search(text))
 
 
 NOTHING = "(?!)"
@@ -62,6 +74,9 @@ def facts() -> tuple[Fact, ...]:
             re.compile(rf"\b(?:{f['identifiers']})\b"),
             frozenset(f["lacking"]),
             f["why"],
+            re2.compile(
+                "|".join([rf"\b(?:{f['identifiers']})\b", *([rf"(?:^|[^\w.])(?:{f['ptx']})"] if "ptx" in f else [])])
+            ),
         )
         for f in raw
     )
@@ -86,7 +101,7 @@ def needs(text: str, language: str, path: str, first_line: int, wanted: Iterable
     an identifier in code, or a PTX instruction in an ``asm`` template (C/C++) or in a string
     (Python, where PTX reaches an inline-assembly call as a string)."""
     wanted = tuple(wanted)
-    if not wanted or not any(f.identifiers.search(text) or f.ptx.search(text) for f in wanted):
+    if not wanted or not any(f.present(text) for f in wanted):
         return []
     blanked, strings = code.blank(text, language)
     if language == "python":

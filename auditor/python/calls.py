@@ -15,7 +15,7 @@ from auditor.python.core import FUEL, MAX_DEPTH, Core, Frame, OutOfFuel, State
 from auditor.python.models import foreign, models
 from auditor.python.parameters import Form, capability_parameters
 from auditor.python.resolve import retag
-from auditor.python.symbols import Binding, Module, definition_at
+from auditor.python.symbols import Module, definition_at
 from auditor.python.syntax import callee_name, child, line_of, method_kind, one_line, text_of
 from auditor.python.values import (
     ANY,
@@ -110,21 +110,21 @@ class Calls(Core):
             return self.api(name, args, kwargs)
         if name in models().probes:
             return val(models().probes[name])
-        cands: list[tuple[Module, Node | None, Binding | None]] = []
-        if functions:
-            for m, binding in self.prog.definers(name):
-                cands.append((m, binding.node if binding.kind == "def" else None, binding))
-        else:
-            for m, _qual, method in self.prog.method_definers(name):
-                cands.append((m, method, None))
         vals = []
-        for mod, fn, b in cands:
-            if fn is not None:
-                bound = not functions and method_kind(fn) in ("self", "class")
-                vals.append(self.call_func(Func(mod.name, fn.start_byte, name, bound=bound), args, kwargs))
-            elif b is not None:
-                v = self.global_value(mod, name)
-                vals.append(join(*[self.call_elem(e, args, kwargs, "") for e in v.elems]).with_taint(v.taint))
+        if functions:
+            for mod, b in self.prog.definers(name):
+                if b.kind == "def" and b.node is not None:
+                    vals.append(self.call_func(Func(mod.name, b.node.start_byte, name), args, kwargs))
+                else:
+                    v = self.global_value(mod, name)
+                    vals.append(join(*[self.call_elem(e, args, kwargs, "") for e in v.elems]).with_taint(v.taint))
+        else:
+            for mod, m in self.prog.method_definers(name):
+                f = Func(mod.name, m.start, name, bound=m.kind in ("self", "class"))
+                if self.prog.loaded(mod.name) is mod and not self.relevant.within(mod, m.start, m.end):
+                    vals.append(self._fallback(f, ANY))  # what call_func gives it, without parsing its module
+                else:
+                    vals.append(self.call_func(f, args, kwargs))
         v = join(*vals) if vals else ANY
         if v.taint is None:
             byname = self.name_table(name)
@@ -141,7 +141,7 @@ class Calls(Core):
         node = definition_at(mod, f.start)
         if node is None:
             return ANY
-        if not self.relevant(mod, node):
+        if not self.relevant.within(mod, node.start_byte, node.end_byte):
             return self._fallback(f, ANY)
         all_args = f.args + tuple(args)
         all_kwargs = dict(f.kwargs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tree_sitter import Node
 
@@ -27,9 +27,16 @@ MAX_DEPTH = 40
 FUEL = 3000
 """Statements one outermost call may run: a predicate is short, a long function is not one."""
 
-Relevant = Callable[[Module, Node], bool]
-"""Whether a definition may matter (mentions an arch token or a known predicate): others are
-not run, and calling them gives an unknown."""
+
+class Relevant(Protocol):
+    """Whether a definition may matter (mentions an arch token or a known predicate): others are
+    not run, and calling them gives an unknown."""
+
+    def __call__(self, mod: Module, node: Node) -> bool: ...
+
+    def within(self, mod: Module, start: int, end: int) -> bool:
+        """The same for the bytes ``start:end`` of ``mod``: asked before a tree is needed."""
+        ...
 
 
 @dataclass(slots=True)

@@ -350,6 +350,8 @@ def _learn(prog: Program, relevant: Relevance, pending: list, rest: list, progre
             # parsed can be released after it
             it = Interp(prog, relevant)
             for mod in mods[start : start + _BATCH]:
+                if not relevant.anywhere(mod):
+                    continue  # no unit or class of it is relevant: its tree is not parsed again
                 try:
                     for node, scope, bound in mod.units:
                         where = _where(mod, node)
@@ -453,12 +455,6 @@ def _words(node) -> frozenset[str]:
     return frozenset(w.decode() for w in _IDENTIFIER.findall(node.text))
 
 
-def _holds(starts: Sequence[int], node) -> bool:
-    """Whether one of the sorted positions ``starts`` lies inside ``node``."""
-    i = bisect.bisect_left(starts, node.start_byte)
-    return i < len(starts) and starts[i] < node.end_byte
-
-
 def _is_predicate(it: Interp, mod: Module, node, scope: str, name: str) -> bool:
     """Whether the name a unit binds is a truth value or a capability that depends on the arch
     (evaluated on one capability: the dependence, not the verdict, matters here). Other
@@ -530,7 +526,16 @@ class Relevance:
         self.known = frozenset(known)
 
     def __call__(self, mod: Module, node) -> bool:
-        return _holds(self._hits(mod), node)
+        return self.within(mod, node.start_byte, node.end_byte)
+
+    def anywhere(self, mod: Module) -> bool:
+        """Whether any definition of ``mod`` may matter."""
+        return bool(self._hits(mod))
+
+    def within(self, mod: Module, start: int, end: int) -> bool:
+        starts = self._hits(mod)
+        i = bisect.bisect_left(starts, start)
+        return i < len(starts) and starts[i] < end
 
 
 def _not_source(data: bytes) -> str:

@@ -47,7 +47,7 @@ def capability_parameters(node: Node, table: Table) -> dict[str, Form]:
     fname = child(node, "name")
     if fname is not None and text_of(fname).lstrip("_") in table.tests:
         return {}  # the model of an API test says what its argument is: a threshold
-    device = _device_names(body, table)
+    device: frozenset[str] | None = None  # walked for only where a parameter qualifies (few)
     out: dict[str, Form] = {}
     for p in params.named_children:
         name_node = p if p.type == "identifier" else p.child_by_field_name("name")
@@ -61,6 +61,8 @@ def capability_parameters(node: Node, table: Table) -> dict[str, Form]:
         typed = any(t in annotation for t in table.capability_types)
         if not typed and (table.parameters.fullmatch(name) is None or any(w in annotation for w in _NOT_CAPABILITY)):
             continue
+        if device is None:
+            device = _device_names(body, table)
         form = _form_of_uses(body, name, table, device)
         if form is None:
             continue

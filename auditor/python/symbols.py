@@ -21,7 +21,7 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor
 from auditor.fingerprint import content_digest
 from auditor.model import FileError, SourceFile
 from auditor.python import recover
-from auditor.python.syntax import child, text_of
+from auditor.python.syntax import child, method_kind, text_of
 
 _PY2 = ("print_statement", "exec_statement")
 
@@ -53,6 +53,17 @@ class Binding:
     node: Node | None = None
     path: tuple = ()
     target: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MethodDef:
+    """A method as the program's index holds it: its class, name, span and kind (:func:`method_kind`)."""
+
+    qual: str
+    name: str
+    start: int
+    end: int
+    kind: str
 
 
 @dataclass(slots=True)
@@ -175,13 +186,14 @@ class Module:
         )
         """(name, index in ``bindings[name]``) of each module-level definition or assignment, in order."""
         self.methods = tuple(
-            (q, n, i)
+            MethodDef(q, n, b.node.start_byte, b.node.end_byte, method_kind(b.node))
             for q, info in t.classes.items()
             for n, bs in info.bindings.items()
-            for i, b in enumerate(bs)
+            for b in bs
             if b.kind == "def" and b.node is not None
         )
-        """(class, name, index in its ``bindings[name]``) of each method, in order."""
+        """Each method, in order: where it is is known without the tree, so a call by name can
+        pass over the ones that do not matter without parsing their modules again."""
 
     def summary(self) -> tuple:
         """What the module is without its tree (:meth:`summarised` makes it again): a process
@@ -530,8 +542,8 @@ class Program:
         self._suffix: dict[str, list[str]] = {}
         self.functions: dict[str, list[tuple[Module, str, int]]] = {}
         """Module-level definitions by name: (module, name, index in its bindings), in load order."""
-        self.methods: dict[str, list[tuple[Module, str, int]]] = {}
-        """Methods by name: (module, class, index in the class's bindings), in load order."""
+        self.methods: dict[str, list[tuple[Module, MethodDef]]] = {}
+        """Methods by name, with their modules, in load order."""
         self._held = Held()
         self.reads: Reads | None = None
         """While set, what the evaluation reads of the program is noted in it (:meth:`begin`)."""
@@ -610,10 +622,10 @@ class Program:
             if journal is not None:
                 journal.append((self.functions, name, len(self.functions.get(name, ()))))
             self.functions.setdefault(name, []).append((mod, name, i))
-        for qual, name, i in mod.methods:
+        for method in mod.methods:
             if journal is not None:
-                journal.append((self.methods, name, len(self.methods.get(name, ()))))
-            self.methods.setdefault(name, []).append((mod, qual, i))
+                journal.append((self.methods, method.name, len(self.methods.get(method.name, ()))))
+            self.methods.setdefault(method.name, []).append((mod, method))
 
     def trim(self, budget: int) -> None:
         """End a turn: release the trees of the modules used least recently until those held
@@ -669,17 +681,12 @@ class Program:
             self.reads.note("f", name, found)
         return [(m, m.bindings[name][i]) for m, _, i in found]
 
-    def method_definers(self, name: str) -> list[tuple[Module, str, Node]]:
+    def method_definers(self, name: str) -> list[tuple[Module, MethodDef]]:
         """The first eight methods named ``name`` in load order (a call on an opaque receiver)."""
         found = self.methods.get(name, ())[:8]
         if self.reads is not None:
             self.reads.note("m", name, found)
-        out = []
-        for m, q, i in found:
-            node = m.classes[q].bindings[name][i].node
-            assert node is not None  # indexed only with one (:attr:`Module.methods`)
-            out.append((m, q, node))
-        return out
+        return list(found)
 
     def module(self, name: str) -> Module | None:
         """A module by absolute dotted name, or by suffix when the input root sits above the package."""

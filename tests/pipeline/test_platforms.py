@@ -152,3 +152,30 @@ def test_a_gate_that_also_turns_12_0_away_is_not_excused_by_the_one_gpu_of_12_1(
     text = PEER_ALLREDUCE.replace("major == 12 && minor == 0", "major >= 9 && major < 12")
     gates, findings = run({"pkg/csrc/peer_ipc_all_reduce.cu": text})
     assert [f.rule for f in findings if f.line == 11] == ["ARCH001"]
+
+
+def test_a_feature_is_found_present_exactly_where_pythons_own_patterns_find_it():
+    """The one-pass RE2 check agrees with the patterns :func:`platform.needs` reads with: at a
+    word's edge, after a dot or a letter, at the start, and in text that is not ASCII."""
+    from auditor.facts import platform
+
+    texts = [
+        "x = cuMulticastCreate(p)",
+        "cuMulticastCreate(p)",
+        "my_cuMulticastCreate(p)",
+        'asm volatile("multimem.ld_reduce.add.f32 %0, [%1];")',
+        'asm("xmultimem.red.add")',
+        "a.multimem.red.add",
+        "cudaIpcOpenMemHandle(&p, h);",
+        "écudaIpcOpenMemHandle(&p, h);",
+        "é = cudaIpcOpenMemHandle(&p, h)",
+        "mémoire: multimem.st.global",
+        "nothing to see here",
+        "",
+    ]
+    for fact in platform.facts():
+        for text in texts:
+            expected = bool(fact.identifiers.search(text) or fact.ptx.search(text))
+            assert fact.present(text) is expected, (fact.id, text)
+    assert any(f.present(texts[0]) for f in platform.facts())
+    assert not any(f.present(texts[-2]) for f in platform.facts())

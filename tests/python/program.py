@@ -21,9 +21,19 @@ def program(**sources: str) -> Program:
     return prog
 
 
+class Everything:
+    """Every definition may matter."""
+
+    def __call__(self, mod: Module, node) -> bool:
+        return True
+
+    def within(self, mod: Module, start: int, end: int) -> bool:
+        return True
+
+
 def interp(prog: Program) -> Interp:
     """An evaluator to which every definition may matter."""
-    return Interp(prog, lambda mod, node: True)
+    return Interp(prog, Everything())
 
 
 def value(it: Interp, mod: Module, name: str, cap: str = "9.0") -> Val:
