@@ -26,7 +26,7 @@ from auditor.python.gates import Found, scan_module
 from auditor.python.interp import Interp
 from auditor.python.lists import list_tokens, scan_lists
 from auditor.python.models import models
-from auditor.python.symbols import Module, Program, Reads, word_pattern, word_starts
+from auditor.python.symbols import Module, Program, Reads, Words, word_in, word_pattern, word_starts
 from auditor.python.syntax import child
 from auditor.python.values import Cap, Func, Props, SelfRef, Val, capability, is_boolish
 
@@ -342,7 +342,7 @@ def _learn(prog: Program, relevant: Relevance, pending: list, rest: list, progre
         # each of its units is settled, or binds nothing unknown, or is still irrelevant
         named = word_pattern(news)
         mods = [
-            m for m in prog.by_path.values() if m.path not in seen or (named is not None and word_starts(named, m.data))
+            m for m in prog.by_path.values() if m.path not in seen or (named is not None and word_in(named, m.data))
         ]
         seen.update(m.path for m in mods)
         for start in range(0, len(mods), _BATCH):
@@ -499,7 +499,7 @@ class Relevance:
 
     def __init__(self, tokens: re.Pattern) -> None:
         self.tokens = tokens
-        self.words: re.Pattern | None = None
+        self.words: Words | None = None
         self.known: frozenset[str] = frozenset()
         """The predicate names learned."""
         self.files_digest: str | None = None

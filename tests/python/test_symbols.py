@@ -158,3 +158,24 @@ def test_a_released_module_parses_again_to_the_same_places():
     assert not mod.parsed  # where a method is, and what kind, is known without the tree
     assert found is mod and (method.qual, method.kind) == ("C", "self")
     assert mod.data[method.start : method.end].startswith(b"def g")
+
+
+def test_word_starts_finds_whole_identifiers_whichever_engine_searches():
+    """RE2 serves names that end in an ASCII word character, Python's ``re`` the others; both
+    give the whole-identifier starts a reader would count, a shorter name inside a longer one
+    and a name inside a longer identifier left out."""
+    import re
+
+    from auditor.python.symbols import word_in, word_pattern, word_starts
+
+    data = "ab abc abc_ xab ab\u00e9 é_ab\nabcd(ab) .ab\tabc2 abc".encode()
+    ascii_names = word_pattern(["ab", "abc"])
+    assert not isinstance(ascii_names, re.Pattern)  # RE2
+    expected = [m.start() for m in re.finditer(rb"(?<![A-Za-z0-9_])(?:abc|ab)(?![A-Za-z0-9_])", data)]
+    assert word_starts(ascii_names, data) == expected and len(expected) == 6
+    accented = word_pattern(["ab", "abé"])
+    assert isinstance(accented, re.Pattern)  # a name that ends outside ASCII: Python's engine
+    assert word_starts(accented, data) == [
+        m.start() for m in re.finditer(rb"(?<![A-Za-z0-9_])(?:ab\xc3\xa9|ab)(?![A-Za-z0-9_])", data)
+    ]
+    assert word_in(ascii_names, data) and not word_in(ascii_names, b"xab abc_ abcd")
