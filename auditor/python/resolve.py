@@ -9,6 +9,7 @@ it was resolved by.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from tree_sitter import Node
 
@@ -41,6 +42,24 @@ _PREDICATE = frozenset({GateKind.PREDICATE_CALL})
 _DEFINITION = frozenset({ResolvedBy.DEFINITION})
 
 
+def _top(mod: Module, name: str) -> Sequence[Binding] | None:
+    """A top-level name's bindings (None if it has none), from :attr:`Module.tops` where they
+    need no tree: each as a :class:`Binding` with no node but the start of a definition."""
+    if name not in mod.tops:
+        return None
+    bare = mod.tops[name]
+    if bare is None:
+        return mod.bindings[name]
+    return [
+        Binding("def", start=b)
+        if isinstance(b, int)
+        else Binding("import", target=b)
+        if b is not None
+        else Binding("opaque")
+        for b in bare
+    ]
+
+
 class Names(Core):
     """Names and attributes, resolved through the program's symbol tables."""
 
@@ -57,7 +76,7 @@ class Names(Core):
 
     def global_value(self, mod: Module, name: str, seen: frozenset = frozenset()) -> Val:
         """A module global: its bindings joined, or what a star import gives, or a free name."""
-        bindings = mod.bindings.get(name)
+        bindings = _top(mod, name)
         modelled = self.modelled(mod, name, bindings)
         if modelled is not None:
             return modelled
@@ -95,7 +114,7 @@ class Names(Core):
                 v = make((alias(x, res, name, ("g", mod.name, name)) for x in v.elems), None)
         return v
 
-    def modelled(self, mod: Module, name: str, bindings: list[Binding] | None) -> Val | None:
+    def modelled(self, mod: Module, name: str, bindings: Sequence[Binding] | None) -> Val | None:
         """What the API model says a module global is, whatever the input defines there: a
         name the model owns (``torch.cuda.get_device_capability``), the platform object (the
         CUDA platform), a backend probe (``is_rocm``); None for everything else. A name the
@@ -142,6 +161,10 @@ class Names(Core):
     def binding_value(self, mod: Module, b: Binding, name: str) -> Val:
         """The value one binding gives a name."""
         node = b.node
+        if b.kind == "def" and b.start >= 0:  # what the module's index holds of it
+            return val(Func(mod.name, b.start, name))
+        if b.kind == "import" and node is None:
+            return self.import_value(b.target)
         if node is None:  # opaque
             return ANY
         if b.kind == "def":
@@ -180,10 +203,10 @@ class Names(Core):
     def attr_of_module(self, mod: Module, attr: str) -> Val:
         """An attribute of a module: what the API model says it is, else a global of it, else a
         submodule, else unknown."""
-        modelled = self.modelled(mod, attr, mod.bindings.get(attr))
+        modelled = self.modelled(mod, attr, _top(mod, attr))
         if modelled is not None:
             return modelled
-        if attr in mod.bindings or mod.stars:
+        if attr in mod.tops or mod.stars:
             v = self.global_value(mod, attr)
             if not (len(v.elems) == 1 and isinstance(v.only(), ExtRef) and v.only().free):
                 return v

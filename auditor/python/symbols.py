@@ -55,6 +55,8 @@ class Binding:
     node: Node | None = None
     path: tuple = ()
     target: str = ""
+    start: int = -1
+    """A ``def`` taken from :attr:`Module.tops`: where it starts (its node is not at hand)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,16 @@ class MethodDef:
     start: int
     end: int
     kind: str
+
+
+_BARE = ("def", "import", "opaque")
+
+
+def _bare(b: Binding) -> int | str | None:
+    """A binding without its node: a definition's start byte, an import's target, or None (opaque)."""
+    if b.kind == "def" and b.node is not None:
+        return b.node.start_byte
+    return b.target if b.kind == "import" else None
 
 
 @dataclass(slots=True)
@@ -165,6 +177,8 @@ class Module:
         "names",
         "functions",
         "methods",
+        "tops",
+        "stars",
         "_tree",
         "_held",
         "_used",
@@ -196,17 +210,47 @@ class Module:
         )
         """Each method, in order: where it is is known without the tree, so a call by name can
         pass over the ones that do not matter without parsing their modules again."""
+        self.tops: dict[str, tuple[int | str | None, ...] | None] = {
+            n: tuple(_bare(b) for b in bs) if all(b.kind in _BARE for b in bs) else None for n, bs in t.bindings.items()
+        }
+        """Every top-level name; where all its bindings are definitions, imports or opaque, what
+        they are without the tree (:func:`_bare`): a name imported from the module is resolved
+        without parsing it again. None where the tree is needed (a value, a class)."""
+        self.stars = tuple(t.stars)
+        """What ``from x import *`` imports, in order."""
 
     def summary(self) -> tuple:
         """What the module is without its tree (:meth:`summarised` makes it again): a process
         that parsed it hands this on, and the tree is parsed again where it is used."""
-        return (self.path, self.name, self.is_package, self.data, self.digest, self.names, self.functions, self.methods)
+        return (
+            self.path,
+            self.name,
+            self.is_package,
+            self.data,
+            self.digest,
+            self.names,
+            self.functions,
+            self.methods,
+            self.tops,
+            self.stars,
+        )
 
     @classmethod
     def summarised(cls, summary: tuple) -> Module:
         """The module :meth:`summary` describes, its tree not yet parsed."""
         mod = cls.__new__(cls)
-        (mod.path, mod.name, mod.is_package, mod.data, mod.digest, mod.names, mod.functions, mod.methods) = summary
+        (
+            mod.path,
+            mod.name,
+            mod.is_package,
+            mod.data,
+            mod.digest,
+            mod.names,
+            mod.functions,
+            mod.methods,
+            mod.tops,
+            mod.stars,
+        ) = summary
         mod._held, mod._used, mod._tree = None, 0, None
         return mod
 
@@ -242,10 +286,6 @@ class Module:
     def bindings(self) -> dict[str, list[Binding]]:
         """Top-level names: all of them, joined when evaluated."""
         return self.tree().bindings
-
-    @property
-    def stars(self) -> list[str]:
-        return self.tree().stars
 
     @property
     def classes(self) -> dict[str, ClassInfo]:

@@ -48,7 +48,7 @@ def test_imports_are_made_absolute():
 
 def test_star_imports_are_listed():
     prog = program(**{"pkg/__init__.py": "from .core import *\n", "pkg/core.py": "X = 1\n"})
-    assert prog.by_path["pkg/__init__.py"].stars == ["pkg.core"]
+    assert prog.by_path["pkg/__init__.py"].stars == ("pkg.core",)
 
 
 def test_a_module_is_found_by_suffix_when_the_tree_sits_above_the_package():
@@ -179,3 +179,26 @@ def test_word_starts_finds_whole_identifiers_whichever_engine_searches():
         m.start() for m in re.finditer(rb"(?<![A-Za-z0-9_])(?:ab\xc3\xa9|ab)(?![A-Za-z0-9_])", data)
     ]
     assert word_in(ascii_names, data) and not word_in(ascii_names, b"xab abc_ abcd")
+
+
+def test_a_module_imported_from_is_not_parsed_again_for_its_definitions_and_imports():
+    """What a module binds by ``def`` and ``import`` resolves from its index after its tree is
+    released; a value needs the tree, and is the same when parsed again."""
+    from auditor.python.values import Func
+    from tests.python.program import interp
+
+    prog = program(
+        **{
+            "pkg/base.py": "import torch\nfrom torch.cuda import get_device_capability as cap\n\n\ndef f():\n    return 1\n\nX = 2\n",
+            "pkg/user.py": "from pkg.base import f, cap, torch\n",
+        }
+    )
+    base = prog.by_path["pkg/base.py"]
+    it = interp(prog)
+    before = {n: it.attr_of_module(base, n) for n in ("f", "cap", "torch")}
+    prog.trim(0)
+    it = interp(prog)
+    after = {n: it.attr_of_module(base, n) for n in ("f", "cap", "torch")}
+    assert not base.parsed and after == before
+    assert after["f"].only() == Func("pkg.base", base.data.index(b"def f"), "f")
+    assert it.attr_of_module(base, "X") is not None and base.parsed  # a value: the tree again
