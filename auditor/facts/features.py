@@ -142,8 +142,9 @@ def scan_region(text: str, first_line: int, language: str, capabilities: tuple[s
 
 def _calls(blanked: str) -> Iterator[tuple[int, str]]:
     """(offset, name) of each match of ``_CALL`` in ``blanked``, as its ``finditer`` gives them.
-    Python's engine tries the lookbehind at every offset (half the features' time on a large
-    package); on ASCII text RE2 finds each candidate and the lookbehind is checked here."""
+    Python's engine tries the lookbehind at every offset; on ASCII text RE2 finds each
+    candidate and the lookbehind is checked here (flashinfer 0.7.4's and sglang 0.5.23's
+    770 MB of sources, blanked: 115 → 44 s, the same 4.3 million calls)."""
     if not blanked.isascii():
         for m in _CALL.finditer(blanked):
             yield m.start(1), m.group(1)

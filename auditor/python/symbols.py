@@ -842,7 +842,10 @@ def word_pattern(names) -> Words | None:
     if not trie:
         return None
     if ascii_ends:
-        return re2.compile(_trie_regex(trie) + rb"\b", _BYTES)
+        try:
+            return re2.compile(_trie_regex(trie) + rb"\b", _BYTES)
+        except re2.error:
+            pass  # past RE2's memory: Python's engine has no such bound
     return re.compile(_trie_regex(trie) + rb"(?![A-Za-z0-9_])")
 
 
