@@ -85,6 +85,8 @@ _CALL_ASCII = re2.compile(
 """``_CALL`` for ASCII text in RE2 (Python's ``\\w`` and ``\\s`` spelled out), without the
 lookbehind, which :func:`_calls` checks."""
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_WORD_OR_DOT = _WORD | {ord(".")}
+"""What may not stand before a call's name (``_CALL``'s lookbehind, on ASCII text)."""
 _PY_CALL = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s*\(")
 """A Python call by its (dotted) name."""
 _NAMES_ARCH = re.compile(r"[Ss][Mm]_?\d")
@@ -153,7 +155,7 @@ def _calls(blanked: str) -> Iterator[tuple[int, str]]:
     pos = 0
     while (m := _CALL_ASCII.search(data, pos)) is not None:
         start = m.start()
-        if start and (data[start - 1] in _WORD or data[start - 1] == ord(".")):
+        if start and data[start - 1] in _WORD_OR_DOT:
             # no match starts inside this word either: go on past it
             pos = start + 1
             while pos < len(data) and data[pos] in _WORD:
