@@ -591,14 +591,18 @@ def imported(data: bytes) -> set[str]:
 
 def _exported(node, name: str, scope: str) -> bool:
     """Names other files may call: functions and assigned names at module level, and methods
-    named like a predicate (``current_platform.is_blackwell()``); classes and imports are
-    reached through them."""
-    if name.startswith("__"):
+    named like a predicate (``current_platform.is_blackwell()``) or private to their class (its
+    own methods call them: ``self._use_fast()``); classes and imports are reached through
+    them. Not ``_``, the name a value is thrown away under
+    (``_MAJOR, _ = torch.cuda.get_device_capability()``): learned, every function that
+    throws a value away (``for _ in …``) would count as one that may matter."""
+    if name.startswith("__") or name == "_":
         return False
     kind = child(node, "definition").type if node.type == "decorated_definition" else node.type
     if scope:
         platform = models().platform_classes.search(scope.rsplit(".", 1)[-1]) is not None
-        return kind == "function_definition" and (names.promised(name) is not None or platform)
+        private = name.startswith("_")  # a helper its class calls on itself: ``self._use_tilelang(q)``
+        return kind == "function_definition" and (names.promised(name) is not None or platform or private)
     return kind in ("function_definition", "expression_statement")
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from auditor import arch
 from auditor.model import SourceFile
-from auditor.python.extract import extract
+from auditor.python.extract import extract, load
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = sorted((ROOT / "fixtures" / "gates").glob("python-*.yaml"))
@@ -176,6 +176,46 @@ def test_a_body_parsed_blank_is_read_once_it_calls_a_predicate():
     assert not errors
     [g] = [g for g in gates if g.file == "pkg/ops.py" and g.context == "run"]
     assert (g.line, g.expression, g.admits) == (9, "fast_path_ok()", ("9.0",))
+
+
+def test_a_private_method_that_tests_the_arch_makes_its_callers_relevant():
+    """A class's helper (``self._use_fast()``) is learned like a predicate, so that the method
+    testing it, which names no arch token, is read and its gate found."""
+    files = [
+        SourceFile(
+            "pkg/layer.py",
+            b"import torch\n\nclass Layer:\n"
+            b"    def _use_fast(self):\n        return torch.cuda.get_device_capability()[0] == 9\n\n"
+            b"    def forward(self, x):\n        if self._use_fast():\n            return x * 2\n        return x\n",
+            "python",
+        )
+    ]
+    gates, errors = extract(files)
+    assert not errors
+    [g] = [g for g in gates if g.context == "Layer.forward"]
+    assert (g.line, g.expression, g.admits) == (8, "self._use_fast()", ("9.0",))
+
+
+def test_the_throwaway_name_is_no_predicate():
+    """``_MAJOR, _ = get_device_capability()`` binds the minor version to ``_``: learned, every
+    function that throws a value away would be read as one that may matter (and its plain
+    comparisons reported as capability tests)."""
+    files = [
+        SourceFile(
+            "pkg/arch.py",
+            b"import torch\n\n_MAJOR, _ = torch.cuda.get_device_capability()\n",
+            "python",
+        ),
+        SourceFile(
+            "pkg/serve.py",
+            b"def drain(chunks):\n    for _ in range(3):\n        if chunks == 'done':\n            return 1\n    return 0\n",
+            "python",
+        ),
+    ]
+    prog, relevant = load(files)
+    assert "_MAJOR" in relevant.known and "_" not in relevant.known
+    gates, errors = extract(files)
+    assert not errors and not [g for g in gates if g.file == "pkg/serve.py"]
 
 
 def test_loop_bodies_assign_what_they_bind_outside_nested_scopes():
