@@ -21,8 +21,15 @@ def apart(work: Callable[[Report], T], progress: Report | None = None) -> T | No
     (killed, out of memory) or this platform does not fork (the child must inherit the
     caller's state): the caller then does the work itself. An exception in ``work`` is raised
     here again (as a RuntimeError with its text when it does not pickle)."""
+    return begun(work, progress)()
+
+
+def begun(work: Callable[[Report], T], progress: Report | None = None) -> Callable[[], T | None]:
+    """:func:`apart`, started: the child runs while the caller goes on (two such children use
+    two cores), and calling what this returns waits for its result. The child's progress
+    reports are passed on while the caller waits."""
     if "fork" not in multiprocessing.get_all_start_methods():
-        return None
+        return lambda: None
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
 
@@ -39,21 +46,25 @@ def apart(work: Callable[[Report], T], progress: Report | None = None) -> T | No
     process = ctx.Process(target=child, daemon=True)
     process.start()
     send.close()
-    try:
-        while True:
-            try:
-                kind, value = receive.recv()
-            except EOFError:
-                return None
-            if kind == "progress":
-                if progress:
-                    progress(*value)
-            elif kind == "done":
-                return value
-            else:
-                raise value
-    finally:
-        receive.close()
-        if process.is_alive():
-            process.terminate()
-        process.join()
+
+    def result() -> T | None:
+        try:
+            while True:
+                try:
+                    kind, value = receive.recv()
+                except EOFError:
+                    return None
+                if kind == "progress":
+                    if progress:
+                        progress(*value)
+                elif kind == "done":
+                    return value
+                else:
+                    raise value
+        finally:
+            receive.close()
+            if process.is_alive():
+                process.terminate()
+            process.join()
+
+    return result

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from auditor.apart import apart
+from auditor.apart import apart, begun
 
 
 def test_the_result_and_the_progress_come_back():
@@ -52,3 +52,24 @@ def test_a_child_that_dies_gives_none():
         os._exit(3)
 
     assert apart(work) is None
+
+
+def test_begun_work_runs_while_the_caller_goes_on(tmp_path):
+    """Two children begun one after the other run at once: each waits for the other's mark."""
+    import time
+
+    def work(mine: str, theirs: str):
+        def run(report):
+            (tmp_path / mine).touch()
+            deadline = time.monotonic() + 60
+            while not (tmp_path / theirs).exists():
+                if time.monotonic() > deadline:
+                    return "alone"
+                time.sleep(0.01)
+            return "together"
+
+        return run
+
+    first = begun(work("a", "b"))
+    second = begun(work("b", "a"))
+    assert (second(), first()) == ("together", "together")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from auditor import __version__, arch
-from auditor.apart import apart
+from auditor.apart import begun
 from auditor.cuda import gates as cuda
 from auditor.cuda import host
 from auditor.cuda.includes import Scopes
@@ -78,9 +78,10 @@ from auditor.sources import (
 
 APART_GATES = 2000
 """An input with this many gates of a language or more has them judged (features, evidence,
-rules) in a forked process that ends (:func:`auditor.apart.apart`): on flashinfer and sglang
+rules) in a forked process that ends (:func:`auditor.apart.begun`): on flashinfer and sglang
 together that work peaks ≈ 0.7 GB (C) and ≈ 1 GB (Python) above the process, which the
-process that goes on to render no longer keeps."""
+process that goes on to render no longer keeps. With more than one worker, the C and the
+Python gates are judged side by side, each in its process."""
 
 
 @dataclass(frozen=True)
@@ -128,33 +129,18 @@ def cuda_gates(
     python_gates: Sequence[Gate] = (),
     targets: Sequence[Target] = (),
     keep: Keep | None = None,
+    evaluated: tuple[list[Gate], list[FileError]] | None = None,
 ) -> tuple[list[Gate], list[FileError]]:
     """An input's C/CUDA gates under the chosen CUDA ``toolkits``, from its files' reads with
     the structure of the C/CUDA ones (:meth:`Workers.read` with ``scan``), and its read and
     scan errors. The Python gates' build flags say which sources no requested target builds
     (:mod:`.builds`). ``keep`` keeps what the C/CUDA files alone decide (the gates before
     reach, with the errors of finding them; the C side of the uncalled functions), so that
-    a change to a Python file does not evaluate them again."""
+    a change to a Python file does not evaluate them again. ``evaluated``: those gates before
+    reach (:func:`c_evaluated`), when found already."""
     errors: list[FileError] = []
-    scans: list[cuda.FileScan] = []
-    for f, (info, scanned) in zip(files, reads):
-        if info.error:
-            errors.append(FileError(f.path, info.error, input_name))
-        elif isinstance(scanned, FileError):
-            errors.append(replace(scanned, input=input_name))
-        elif scanned is not None:
-            scans.append(scanned)
-
-    def evaluated() -> tuple[list[Gate], list[FileError]]:
-        table = MacroTable.build((s.path, s.structure) for s in scans)
-        scopes = Scopes(scans, table, toolkits)
-        more: list[FileError] = []
-        return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
-
-    if keep is not None:  # kept by content, whatever the input's name
-        found, more = _placed(keep.store.memo(keep.key, EXTRACTED, evaluated), input_name)
-    else:
-        found, more = evaluated()
+    scans = _scans(files, reads, input_name, errors)
+    found, more = evaluated if evaluated is not None else c_evaluated(files, reads, input_name, toolkits, keep)
     errors += more
     python = _Read({f.path: f for f in files if f.language == "python" and not vendored(f.path)[0]})
     by_path = {f.path: f for f in files}
@@ -195,6 +181,38 @@ def cuda_gates(
         for g in found
     ]
     return builds.with_pins(found, restricted.pinned), errors
+
+
+def c_evaluated(
+    files: Sequence, reads: Sequence[Read], input_name: str, toolkits: tuple[str, ...] = (), keep: Keep | None = None
+) -> tuple[list[Gate], list[FileError]]:
+    """An input's C/CUDA gates before reach, with the errors of finding them: what the C/CUDA
+    files alone decide, so the scan finds them while the Python pass runs."""
+    scans = _scans(files, reads, input_name, [])
+
+    def evaluated() -> tuple[list[Gate], list[FileError]]:
+        table = MacroTable.build((s.path, s.structure) for s in scans)
+        scopes = Scopes(scans, table, toolkits)
+        more: list[FileError] = []
+        return cuda.gates(scans, scopes, input_name, more) + host.gates(scans, scopes, input_name, more), more
+
+    if keep is not None:  # kept by content, whatever the input's name
+        return _placed(keep.store.memo(keep.key, EXTRACTED, evaluated), input_name)
+    return evaluated()
+
+
+def _scans(files: Sequence, reads: Sequence[Read], input_name: str, errors: list[FileError]) -> list[cuda.FileScan]:
+    """The C/CUDA files' structures among the reads; the files that could not be read or
+    scanned go to ``errors``."""
+    scans: list[cuda.FileScan] = []
+    for f, (info, scanned) in zip(files, reads):
+        if info.error:
+            errors.append(FileError(f.path, info.error, input_name))
+        elif isinstance(scanned, FileError):
+            errors.append(replace(scanned, input=input_name))
+        elif scanned is not None:
+            scans.append(scanned)
+    return scans
 
 
 SIDE: Codec[calls.CSide] = Codec(calls.encode_side, calls.decode_side)
@@ -340,8 +358,9 @@ def _evaluate(
 def _compute(files: list, input_name: str, options: Options, store: Cache, survey: _Survey | None) -> InputResult:
     """One input through every stage. The Python pass runs in the background from the start
     (without a cache, beside the workers' first read of the files, which scans the C/CUDA
-    ones too); meanwhile the C/CUDA gates are evaluated, and their features and findings found.
-    Rules see one file's gates and suppression comments at a time, so the two halves add up."""
+    ones too); meanwhile the C/CUDA gates are evaluated. Their reach needs the Python gates;
+    then the two halves are judged (features, evidence, findings) side by side. Rules see one
+    file's gates and suppression comments at a time, so the two halves add up."""
     key = survey.input_key if survey else ""
     with Workers(options.jobs, len(files), options.progress) as workers:
         kept = store.recall(f"python:{key}", EXTRACTED)
@@ -358,23 +377,31 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         binaries = binary_records(listings, input_name, options.targets)
         packages = binary_verdicts(binaries)
 
-        def judged(
+        def judging(
             found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
-        ) -> tuple[list[Gate], list[Finding]]:
+        ) -> Callable[[], tuple[list[Gate], list[Finding]]]:
+            """The gates judged, begun: many are judged in a forked process of their own, which
+            runs while this one goes on (calling the result waits for it); a few, here and now."""
             if len(found[0]) < APART_GATES:
-                return judged_here(found, sources, summaries)
+                done_here = judged_here(found, sources, summaries)
+                return lambda: done_here
             before = set(summaries or ())
 
             def work(_report: Callable) -> tuple[list[Gate], list[Finding], dict]:
                 gates, findings = judged_here(found, sources, summaries)
                 return gates, findings, {p: v for p, v in (summaries or {}).items() if p not in before}
 
-            done = apart(work)  # what judging leaves in the allocator goes with its process
-            if done is None:
-                return judged_here(found, sources, summaries)
-            if summaries is not None:
-                summaries.update(done[2])
-            return done[0], done[1]
+            waiting = begun(work)  # what judging leaves in the allocator goes with its process
+
+            def result() -> tuple[list[Gate], list[Finding]]:
+                done = waiting()
+                if done is None:
+                    return judged_here(found, sources, summaries)
+                if summaries is not None:
+                    summaries.update(done[2])
+                return done[0], done[1]
+
+            return result
 
         def judged_here(
             found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
@@ -390,43 +417,55 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
 
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"
         c_found = store.recall(c_key, EXTRACTED)
-        if c_found is None and survey:
-            reads = _scanned(files, reads, store, workers)  # beside the Python pass
+        c_only = _c_key(files, survey.reads, options) if survey else ""
+        keep = Keep(store, c_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)}) if survey else None
+        evaluated = None
+        if c_found is None:  # beside the Python pass
+            if survey:
+                reads = _scanned(files, reads, store, workers)
+            evaluated = c_evaluated(files, reads, input_name, options.toolkits, keep)
         python = workers.wait(pending)
         if kept is None:
             python = _placed(python, input_name)
             store.keep(f"python:{key}", EXTRACTED, python)
-        c_only = _c_key(files, survey.reads, options) if survey else ""
         if c_found is None:
             c_found = cuda_gates(
-                files,
-                reads,
-                input_name,
-                options.toolkits,
-                python[0],
-                options.targets,
-                Keep(store, c_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)}) if survey else None,
+                files, reads, input_name, options.toolkits, python[0], options.targets, keep, evaluated
             )
             store.keep(c_key, EXTRACTED, c_found)
+        evaluated = None
         reads = []  # let the C/CUDA structures go
         c_sources = [f for f in marked if f.language != "python"]
-        if survey:  # what the C/CUDA gates found with reach and the other files decide their features and findings
-            judged_key = (
-                f"c-judged:{c_only}:{input_name}:{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
-            )
-            c_judged = store.memo(judged_key, FINAL, lambda: InputResult(*judged(c_found, c_sources), [], ()))
-            c_gates, c_findings = c_judged.gates, c_judged.findings
-        else:
-            c_gates, c_findings = judged(c_found, c_sources)
-        c_found[0].clear()  # judged apart, the gates came back as copies: these can go
+        # what the C/CUDA gates found with reach and the other files decide their features and findings
+        judged_key = (
+            f"c-judged:{c_only}:{input_name}:{json_digest(EXTRACTED.encode(c_found))}:{config_digest(options)}"
+            if survey
+            else ""
+        )
+        c_judged = store.recall(judged_key, FINAL) if survey else None
+        c_waiting = judging(c_found, c_sources) if c_judged is None else None
+
+        def c_result() -> InputResult:
+            assert c_waiting is not None
+            done = InputResult(*c_waiting(), [], ())
+            if judged_key:
+                store.keep(judged_key, FINAL, done)
+            return done
+
+        if c_judged is None and workers.workers == 1:  # one process at a time: the C side first
+            c_judged = c_result()
         python = (_imported(python[0], files), python[1])
         keys = _summary_keys(files, survey.reads) if survey else {}
         kept_summaries = store.get_many(list(keys.values())) if keys else {}
         summaries = {p: kept_summaries[k] for p, k in keys.items() if k in kept_summaries}
         known = set(summaries)
-        py_gates, py_findings = judged(python, [f for f in marked if f.language == "python"], summaries)
+        py_gates, py_findings = judging(python, [f for f in marked if f.language == "python"], summaries)()
         python[0].clear()
         store.put_many([(keys[p], v) for p, v in summaries.items() if p not in known and p in keys])
+        if c_judged is None:  # judged beside the Python gates
+            c_judged = c_result()
+        c_gates, c_findings = c_judged.gates, c_judged.findings
+        c_found[0].clear()  # judged apart, the gates came back as copies: these can go
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))
     return InputResult(c_gates + py_gates, findings, c_found[1] + python[1] + bin_errors, binaries)
 

@@ -173,23 +173,27 @@ def test_cold_and_warm_cache(tmp_path, capsys):
 
 def test_work_in_processes_of_its_own(tmp_path, capsys, monkeypatch):
     """Issue #20: the judging of a large input's gates and the learning of a large program's
-    predicates run in forked processes that end; the reports are the same, with and without
-    a cache (whose entries the process that goes on keeps)."""
+    predicates run in forked processes that end (with two workers, the C and the Python gates
+    are judged side by side); the reports are the same, with and without a cache (whose
+    entries the process that goes on keeps)."""
     from auditor.pipeline import run as pipeline
     from auditor.python import extract
 
     tree = str(corpus(tmp_path / "tree"))
     here = run(capsys, tree, "--no-cache", "--jobs", "1")
     forks: list[str] = []
-    for module in (pipeline, extract):
-        real = module.apart
+    for module, name in ((pipeline, "begun"), (extract, "apart")):
+        real = getattr(module, name)
         monkeypatch.setattr(
-            module, "apart", lambda work, *a, real=real, m=module: forks.append(m.__name__) or real(work, *a)
+            module, name, lambda work, *a, real=real, m=module: forks.append(m.__name__) or real(work, *a)
         )
     monkeypatch.setattr(pipeline, "APART_GATES", 0)
     monkeypatch.setattr(extract, "APART_FILES", 0)
     assert run(capsys, tree, "--no-cache", "--jobs", "1") == here
     assert sorted(set(forks)) == ["auditor.pipeline.run", "auditor.python.extract"]
+    forks.clear()
+    assert run(capsys, tree, "--no-cache", "--jobs", "2") == here
+    assert "auditor.pipeline.run" in forks
     cache = str(tmp_path / "cache")
     assert run(capsys, tree, "--cache-dir", cache, "--jobs", "1") == here
     user = tmp_path / "tree" / "pkg" / "users" / "u03.py"
