@@ -381,7 +381,8 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             found: tuple[list[Gate], list[FileError]], sources: list, summaries: dict | None = None
         ) -> Callable[[], tuple[list[Gate], list[Finding]]]:
             """The gates judged, begun: many are judged in a forked process of their own, which
-            runs while this one goes on (calling the result waits for it); a few, here and now."""
+            runs while this one goes on (calling the result waits for it) unless there is one
+            worker; a few, here and now."""
             if len(found[0]) < APART_GATES:
                 done_here = judged_here(found, sources, summaries)
                 return lambda: done_here
@@ -401,6 +402,9 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
                     summaries.update(done[2])
                 return done[0], done[1]
 
+            if workers.workers == 1:  # one process at a time
+                now = result()
+                return lambda: now
             return result
 
         def judged_here(
@@ -418,11 +422,12 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"
         c_found = store.recall(c_key, EXTRACTED)
         c_only = _c_key(files, survey.reads, options) if survey else ""
-        keep = Keep(store, c_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)}) if survey else None
-        evaluated = None
+        keep: Keep | None = None
+        evaluated: tuple[list[Gate], list[FileError]] | None = None
         if c_found is None:  # beside the Python pass
             if survey:
                 reads = _scanned(files, reads, store, workers)
+                keep = Keep(store, c_only, {f.path: r.digest for f, (r, _) in zip(files, survey.reads)})
             evaluated = c_evaluated(files, reads, input_name, options.toolkits, keep)
         python = workers.wait(pending)
         if kept is None:
@@ -433,8 +438,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
                 files, reads, input_name, options.toolkits, python[0], options.targets, keep, evaluated
             )
             store.keep(c_key, EXTRACTED, c_found)
-        evaluated = None
-        reads = []  # let the C/CUDA structures go
+        evaluated, reads = None, []  # let the gates before reach and the C/CUDA structures go
         c_sources = [f for f in marked if f.language != "python"]
         # what the C/CUDA gates found with reach and the other files decide their features and findings
         judged_key = (
@@ -442,18 +446,8 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             if survey
             else ""
         )
-        c_judged = store.recall(judged_key, FINAL) if survey else None
-        c_waiting = judging(c_found, c_sources) if c_judged is None else None
-
-        def c_result() -> InputResult:
-            assert c_waiting is not None
-            done = InputResult(*c_waiting(), [], ())
-            if judged_key:
-                store.keep(judged_key, FINAL, done)
-            return done
-
-        if c_judged is None and workers.workers == 1:  # one process at a time: the C side first
-            c_judged = c_result()
+        kept_c = store.recall(judged_key, FINAL) if survey else None
+        c_judged = judging(c_found, c_sources) if kept_c is None else lambda: (kept_c.gates, kept_c.findings)
         python = (_imported(python[0], files), python[1])
         keys = _summary_keys(files, survey.reads) if survey else {}
         kept_summaries = store.get_many(list(keys.values())) if keys else {}
@@ -462,9 +456,9 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
         py_gates, py_findings = judging(python, [f for f in marked if f.language == "python"], summaries)()
         python[0].clear()
         store.put_many([(keys[p], v) for p, v in summaries.items() if p not in known and p in keys])
-        if c_judged is None:  # judged beside the Python gates
-            c_judged = c_result()
-        c_gates, c_findings = c_judged.gates, c_judged.findings
+        c_gates, c_findings = c_judged()  # judged beside the Python gates
+        if kept_c is None and survey:
+            store.keep(judged_key, FINAL, InputResult(c_gates, c_findings, [], ()))
         c_found[0].clear()  # judged apart, the gates came back as copies: these can go
     findings = sorted(c_findings + py_findings, key=lambda f: (f.input, f.file, f.line, f.rule))
     return InputResult(c_gates + py_gates, findings, c_found[1] + python[1] + bin_errors, binaries)
