@@ -708,6 +708,7 @@ class _Reach:
         self._callers_memo: dict[str, list[tuple[_Source, int, int]]] = {}
         self._importers: dict[str, set[str]] | None = None
         self._by_folder: Mapping[str, tuple[str, ...]] | None = None
+        self._named_memo: dict[str, frozenset[str]] = {}
 
     def gate(self, gate: Gate) -> frozenset[Ref]:
         src = self.source(gate.file)
@@ -769,10 +770,15 @@ class _Reach:
         """The build targets a file names in its short strings."""
         return {t for _, text in src.strings for t in build_targets(text)}
 
-    def _named_in(self, path: str) -> set[str]:
-        """The build targets a Python file of the input names; none for another file."""
-        src = self.source(path)
-        return self._named(src) if src is not None else set()
+    def _named_in(self, path: str) -> frozenset[str]:
+        """The build targets a Python file of the input names; none for another file. Asked
+        for the files of a folder by each gate below it: found once per file."""
+        found = self._named_memo.get(path)
+        if found is None:
+            src = self.source(path)
+            found = frozenset(self._named(src)) if src is not None else frozenset()
+            self._named_memo[path] = found
+        return found
 
     def _named_nearby(self, path: str) -> set[str]:
         """What the modules of the nearest folder above the file that name any build target name,

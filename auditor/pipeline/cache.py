@@ -512,6 +512,14 @@ class KeptBatches:
         """Keep a JSON entry of the pass."""
         self.cache.put_many([(key, value)])
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The JSON entries of the pass found among ``keys``."""
+        return self.cache.get_many(keys)
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Keep these JSON entries of the pass."""
+        self.cache.put_many(items)
+
 
 @dataclass(frozen=True)
 class InputResult:

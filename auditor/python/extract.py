@@ -85,6 +85,14 @@ class Kept(Protocol):
         """Keep a JSON entry."""
         ...
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The JSON entries found among ``keys``."""
+        ...
+
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Keep these JSON entries."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
@@ -288,22 +296,74 @@ def load(files: Sequence[model.SourceFile], progress: Progress = None, kept: Kep
         key = f"python-load:{salt}:{_split_digest(files, pending, rest, prog.errors)}"
         entry = kept.get(key)
         if entry is not None:
-            again = _replay(files, pending, prog.errors, entry)
+            again = _replay(files, pending, prog.errors, entry, _kept_parses(kept, salt, entry))
             if again is not None:
                 return again
     if len(files) >= APART_FILES:  # the learning's leavings go with its process
         done = apart(lambda report: _learned(prog, relevant, pending, rest, report), progress)
-        entry, parses = done if done is not None else (None, ())
-        again = _replay(files, pending, prog.errors, entry, parses) if entry is not None else None
-        if again is not None:
+        again = _replay(files, pending, prog.errors, done[0], _handed(done[1])) if done is not None else None
+        if done is not None and again is not None:
             if kept is not None:
-                kept.put(key, entry)
+                _keep(kept, key, salt, *done)
             return again
-    entry, _ = _learned(prog, relevant, pending, rest, progress)
+    entry, parses = _learned(prog, relevant, pending, rest, progress)
     if kept is not None:
-        kept.put(key, entry)
+        _keep(kept, key, salt, entry, parses)
     prog.log, prog.parses = None, []
     return prog, relevant
+
+
+def _keep(kept: Kept, key: str, salt: str, entry: dict, parses: list[tuple[tuple | None, Any]]) -> None:
+    """What a load did, and each module it loaded summarised (kept by its path and content): a
+    replay of it (:func:`_replay`) then parses none of them."""
+    loads = [(path, digest) for op, path, digest in entry["log"] if op == "load"]
+    summaries = [
+        (_module_key(salt, path, digest), {"module": Module.summarised(summary).encoded(), "error": _reason(error)})
+        for (path, digest), (summary, error) in zip(loads, parses)
+        if summary is not None
+    ]
+    kept.put_many([(key, entry), *summaries])
+
+
+def _handed(parses: Sequence[tuple[tuple | None, Any]]) -> Parsed:
+    """What a load that ran elsewhere parsed (:func:`_learned`), one entry per load, in order."""
+    loads = iter(parses)
+
+    def parsed(f: model.SourceFile, what: str) -> tuple[Module | None, model.FileError | None] | None:
+        summary, error = next(loads, (None, None))
+        return (Module.summarised(summary), error) if summary is not None else None
+
+    return parsed
+
+
+def _kept_parses(kept: Kept, salt: str, entry: Any) -> Parsed | None:
+    """What the loads a replay replays parsed, as far as the cache holds it (:func:`_keep`)."""
+    try:
+        keys = [_module_key(salt, str(path), str(what)) for op, path, what in entry["log"] if op == "load"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    found = kept.get_many(keys)
+
+    def parsed(f: model.SourceFile, what: str) -> tuple[Module | None, model.FileError | None] | None:
+        d = found.get(_module_key(salt, f.path, what))
+        if d is None or content_digest(f.data) != what:
+            return None
+        try:
+            mod = Module.decoded(f.path, f.data, what, d["module"])
+            error = None if d["error"] is None else model.FileError(f.path, str(d["error"]), f.input)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        return mod, error
+
+    return parsed
+
+
+def _module_key(salt: str, path: str, digest: str) -> str:
+    return f"python-module:{salt}:{path}:{digest}"
+
+
+def _reason(error: model.FileError | None) -> str | None:
+    return None if error is None else error.reason
 
 
 def _learned(prog: Program, relevant: Relevance, pending: list, rest: list, progress: Progress) -> tuple[dict, list]:
@@ -386,14 +446,19 @@ def _split_digest(files: Sequence, pending: list, rest: list, errors: list) -> s
     return json_digest([[f.path, "hit" if f.path in hit else bad.get(f.path) or words.get(f.path, [])] for f in files])
 
 
+Parsed = Callable[[model.SourceFile, str], "tuple[Module | None, model.FileError | None] | None"]
+"""What a load parsed of a file whose bytes have this digest, when known (else None: it is
+parsed again)."""
+
+
 def _replay(
-    files: Sequence, pending: list, errors: list, entry, parses: Sequence[tuple[tuple | None, Any]] = ()
+    files: Sequence, pending: list, errors: list, entry, parsed: Parsed | None = None
 ) -> tuple[Program, Relevance] | None:
     """The program as a load before left it, when every file it loaded is unchanged: the same
     files loaded and modules dropped in the same order, the same predicates learned, without
     learning them again. None when a file it loaded has changed (or the entry is no such
-    record). ``parses``: what each load parsed (:func:`_learned`), when the load just ran
-    elsewhere; else each file is parsed again."""
+    record). ``parsed``: what each load parsed, summarised, where known (:func:`_handed`,
+    :func:`_kept_parses`); each other file is parsed again."""
     try:
         log = [(str(op), str(path), str(what)) for op, path, what in entry["log"]]
         known = {str(n) for n in entry["known"]}
@@ -403,14 +468,12 @@ def _replay(
     prog.errors.extend(errors)
     relevant = Relevance(names.table().relevant)
     given = {f.path: f for f in pending}
-    loads = iter(parses)
     for op, path, what in log:
         if op == "load":
             f = given.get(path) or prog.source(path)
             if f is None:
                 return None
-            summary, error = next(loads, (None, None))
-            m = prog.load(f, (Module.summarised(summary), error) if summary is not None else None)
+            m = prog.load(f, parsed(f, what) if parsed is not None else None)
             prog.trim(TREES)
             if (m.digest if m is not None else content_digest(f.data)) != what:
                 return None

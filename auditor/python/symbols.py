@@ -73,6 +73,13 @@ class MethodDef:
 _BARE = ("def", "import", "opaque")
 
 
+def _of(kind: type | tuple[type, ...], x: Any) -> Any:
+    """``x`` read back from JSON, if it is of ``kind`` (a bool is no int)."""
+    if isinstance(x, kind) and not isinstance(x, bool):
+        return x
+    raise TypeError(f"expected {kind}, not {type(x).__name__}")
+
+
 def _bare(b: Binding) -> int | str | None:
     """A binding without its node: a definition's start byte, an import's target, or None (opaque)."""
     if b.kind == "def" and b.node is not None:
@@ -253,6 +260,46 @@ class Module:
         ) = summary
         mod._held, mod._used, mod._tree = None, 0, None
         return mod
+
+    def encoded(self) -> dict:
+        """The :meth:`summary` as JSON, for the result cache, kept by the file's path and content
+        (:meth:`decoded` makes the module again from it and the file's bytes): the bytes are in
+        it only where :mod:`~auditor.python.recover` changed them."""
+        return {
+            "names": sorted(self.names),
+            "functions": [list(f) for f in self.functions],
+            "methods": [[m.qual, m.name, m.start, m.end, m.kind] for m in self.methods],
+            "tops": {n: None if t is None else list(t) for n, t in self.tops.items()},
+            "stars": list(self.stars),
+            "data": None if content_digest(self.data) == self.digest else self.data.decode("utf-8"),
+        }
+
+    @classmethod
+    def decoded(cls, path: str, data: bytes, digest: str, d: dict) -> Module:
+        """The module :meth:`encoded` describes, of the file at ``path`` with these bytes and
+        their digest, its tree not yet parsed. Raises KeyError, TypeError or ValueError on
+        anything :meth:`encoded` did not write."""
+        name, is_package = module_name(path)
+        return cls.summarised(
+            (
+                path,
+                name,
+                is_package,
+                data if d["data"] is None else _of(str, d["data"]).encode("utf-8"),
+                digest,
+                frozenset(_of(str, n) for n in d["names"]),
+                tuple((_of(str, n), _of(int, i)) for n, i in d["functions"]),
+                tuple(
+                    MethodDef(_of(str, q), _of(str, n), _of(int, a), _of(int, b), _of(str, k))
+                    for q, n, a, b, k in d["methods"]
+                ),
+                {
+                    _of(str, n): None if t is None else tuple(None if x is None else _of((int, str), x) for x in t)
+                    for n, t in _of(dict, d["tops"]).items()
+                },
+                tuple(_of(str, x) for x in d["stars"]),
+            )
+        )
 
     def _read(self, root: Node) -> Tree:
         t = self._tree = Tree(root)

@@ -243,3 +243,25 @@ def test_another_input_with_one_file_changed_evaluates_only_that_batch(tmp_path,
     assert len(evaluated) == 1 and "pkg/c33.py" in evaluated[0], evaluated
     monkeypatch.setattr(extract, "_read_modules", real)
     assert again == scan(head, tmp_path / "head-cold.json", None)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_replayed_load_parses_none_of_the_modules_it_kept(tmp_path, monkeypatch, kept):
+    """Issue #20: a load is kept with each module it loaded summarised, by path and content, so
+    a re-scan that replays it parses none of them again; a summary that does not decode is
+    parsed instead, to the same result."""
+    from auditor.python import symbols
+
+    root = tree(tmp_path / "tree")
+    cache = tmp_path / "cache"
+    scan(root, tmp_path / "first.json", cache)
+    parsed: list[str] = []
+    real = symbols.parse
+    monkeypatch.setattr(symbols, "parse", lambda f: parsed.append(f.path) or real(f))
+    if not kept:
+        monkeypatch.setattr(symbols.Module, "decoded", classmethod(lambda *_: {}["damaged"]))
+    append(root / "pkg" / "p02.py", "# touched\n")  # a module the load never loads: it replays
+    again = scan(root, tmp_path / "again.json", cache)
+    assert (parsed == []) == kept and ("pkg/utils.py" in parsed) != kept, parsed
+    monkeypatch.setattr(symbols, "parse", real)
+    assert again == scan(root, tmp_path / "cold.json", None)

@@ -202,3 +202,20 @@ def test_a_module_imported_from_is_not_parsed_again_for_its_definitions_and_impo
     assert not base.parsed and after == before
     assert after["f"].only() == Func("pkg.base", base.data.index(b"def f"), "f")
     assert it.attr_of_module(base, "X") is not None and base.parsed  # a value: the tree again
+
+
+def test_a_module_kept_as_json_is_the_module_parsed():
+    """Issue #20: the result cache keeps each loaded module summarised as JSON (never pickle);
+    read back with the file's bytes it is the module a parse gives, the bytes a repair
+    stood in for included (tree-sitter cannot read ``return a, *(b)``)."""
+    import json
+
+    from auditor.fingerprint import content_digest
+    from auditor.python.symbols import Module
+
+    data = b"from .x import y\nfrom z import *\n\nclass C:\n    def m(self):\n        return 1\n\ndef f(a, b):\n    return a, *(b)\n\nN = f(1, 2)\n"
+    mod, error = parse(SourceFile("pkg/m.py", data, "python", "t"))
+    assert mod is not None and error is None and mod.data != data  # repaired
+    back = Module.decoded("pkg/m.py", data, content_digest(data), json.loads(json.dumps(mod.encoded())))
+    assert back.summary() == mod.summary()
+    assert back.methods and back.stars and back.tops["y"] == ("pkg.x.y",)
