@@ -62,13 +62,22 @@ def with_arguments(gates: Sequence[Gate], files: Sequence[SourceFile], targets: 
             held -= len(python[trees.popitem(last=False)[0]])
         return trees[path]
 
+    calls: dict[str, list[tuple[str, ast.Call]]] = {}
+
+    def calls_of(callee: str) -> list[tuple[str, ast.Call]]:
+        """Up to one more than :data:`MAX_CALLS` calls of a name (more is too many: not parsed),
+        found once per name: each target, and each gate of a function, asks again."""
+        if callee not in calls:
+            calls[callee] = list(islice(_calls(python, tree, callee), MAX_CALLS + 1))
+        return calls[callee]
+
     out = list(gates)
     for i in candidates:
         g = out[i]
         settled = [
             t.capability
             for t in targets
-            if verdicts.turns_away(g, t) and t.capability not in g.settled and _never_taken(g, t, python, tree, at)
+            if verdicts.turns_away(g, t) and t.capability not in g.settled and _never_taken(g, t, tree, calls_of, at)
         ]
         if settled:
             out[i] = replace(g, settled=(*g.settled, *settled))
@@ -77,9 +86,11 @@ def with_arguments(gates: Sequence[Gate], files: Sequence[SourceFile], targets: 
 
 Trees = Callable[[str], "ast.Module | None"]
 """A Python file's syntax tree by path (:data:`AST_BYTES` of them kept)."""
+Calls = Callable[[str], "list[tuple[str, ast.Call]]"]
+"""The calls of a name in the input's Python, up to one more than :data:`MAX_CALLS`."""
 
 
-def _never_taken(g: Gate, t: Target, python: dict[str, bytes], tree: Trees, at: dict) -> bool:
+def _never_taken(g: Gate, t: Target, tree: Trees, calls_of: Calls, at: dict) -> bool:
     """Whether an unknown ``and`` operand of the gate's condition is a flag every caller passes
     false for the target."""
     module = tree(g.file)
@@ -95,7 +106,7 @@ def _never_taken(g: Gate, t: Target, python: dict[str, bytes], tree: Trees, at: 
         if m is None or not any(_operand_of_and(c, unknown) for c in conditions if c is not None):
             continue
         negated, name = bool(m.group(1)), m.group(2)
-        passed = _passed(python, tree, at, owner, method, name, t)
+        passed = _passed(calls_of, at, owner, method, name, t)
         if passed is not None and passed == negated:  # `not x` with x true, `x` with x false
             return True
     return False
@@ -137,8 +148,7 @@ def _operand_of_and(condition: ast.expr, operand: str) -> bool:
 
 
 def _passed(
-    python: dict[str, bytes],
-    tree: Trees,
+    calls_of: Calls,
     at: dict,
     owner: ast.ClassDef | None,
     method: ast.FunctionDef,
@@ -153,7 +163,7 @@ def _passed(
     index = params.index(name) - (owner is not None) if name in params else None
     callee = owner.name if owner is not None else method.name
     values: set[bool] = set()
-    calls = list(islice(_calls(python, tree, callee), MAX_CALLS + 1))  # more is too many: not parsed
+    calls = calls_of(callee)
     if not calls or len(calls) > MAX_CALLS:
         return None
     for path, call in calls:
