@@ -15,7 +15,7 @@ import pytest
 
 from auditor import cli
 from auditor.model import SourceFile
-from auditor.python import extract
+from auditor.python import extract, symbols
 
 UTILS = """\
 import torch
@@ -250,8 +250,6 @@ def test_a_replayed_load_parses_none_of_the_modules_it_kept(tmp_path, monkeypatc
     """Issue #20: a load is kept with each module it loaded summarised, by path and content, so
     a re-scan that replays it parses none of them again; a summary that does not decode is
     parsed instead, to the same result."""
-    from auditor.python import symbols
-
     root = tree(tmp_path / "tree")
     cache = tmp_path / "cache"
     scan(root, tmp_path / "first.json", cache)
