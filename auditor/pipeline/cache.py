@@ -508,10 +508,6 @@ class KeptBatches:
         """A JSON entry of the pass (what a load did), or None."""
         return self.cache.get(key)
 
-    def put(self, key: str, value: Any) -> None:
-        """Keep a JSON entry of the pass."""
-        self.cache.put_many([(key, value)])
-
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The JSON entries of the pass found among ``keys``."""
         return self.cache.get_many(keys)

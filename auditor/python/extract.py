@@ -81,10 +81,6 @@ class Kept(Protocol):
         """A JSON entry, or None."""
         ...
 
-    def put(self, key: str, value: Any) -> None:
-        """Keep a JSON entry."""
-        ...
-
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """The JSON entries found among ``keys``."""
         ...
