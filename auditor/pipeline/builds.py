@@ -40,6 +40,25 @@ _SOURCE = re.compile(quoted_path("cu", "cpp", "cc", "cxx", "c").encode())
 """A C/CUDA source file named in a Python string (``"softmax.cu"``, ``f"moe_{arch}.cu"``)."""
 
 
+_SOURCE_END = re.compile(rb"\.(?:cu|cpp|cc|cxx|c)[\"']")
+"""Where :data:`_SOURCE` can end: found first, so that only the lines holding one are searched."""
+
+
+def _sources_named(data: bytes) -> list[tuple[int, str]]:
+    """Each C/CUDA source name a Python file writes, with its line. A name never spans lines, so
+    only the lines where one can end are searched (a tenth of the time of searching the file)."""
+    out: list[tuple[int, str]] = []
+    pos = counted = 0
+    line = 1
+    while (m := _SOURCE_END.search(data, pos)) is not None:
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        pos = len(data) if (end := data.find(b"\n", m.end())) < 0 else end
+        line += data.count(b"\n", counted, start)
+        counted = start
+        out += [(line, n.group(1).decode("utf-8", "replace")) for n in _SOURCE.finditer(data, start, pos)]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Restrictions:
     """What the package's JIT specs say about where its sources are built."""
@@ -75,9 +94,7 @@ def restrictions(
     pins: dict[str, set[str]] = {}
     unpinned: set[str] = set()
     for path, data in python.items():
-        found = [
-            (data.count(b"\n", 0, m.start()) + 1, m.group(1).decode("utf-8", "replace")) for m in _SOURCE.finditer(data)
-        ]
+        found = _sources_named(data)
         if not found:
             continue
         spans = _unserving(data, flags.get(path, []), targets)

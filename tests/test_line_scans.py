@@ -1,0 +1,59 @@
+"""Two whole-input byte scans search only the lines that can match: they must find exactly what
+the regex finds over the whole file (hypothesis writes the files from the pieces that matter:
+quotes, dots, extensions, import words, parentheses and newlines)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auditor.facts import binaries
+from auditor.pipeline import builds
+
+PIECES = st.sampled_from(
+    [
+        b"import",
+        b"from",
+        b" ",
+        b"\t",
+        b"\n",
+        b"(",
+        b")",
+        b"'",
+        b'"',
+        b".",
+        b"cu",
+        b"cpp",
+        b"c",
+        b"x",
+        b"a.b",
+        b"#",
+        b",",
+        b'.cu"',
+        b"'k.c'",
+        b"import (a,",
+    ]
+)
+FILES = st.lists(PIECES, max_size=60).map(b"".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(FILES)
+def test_import_statements_are_those_the_regex_finds(data: bytes):
+    assert [m.span() for m in binaries._import_statements(data)] == [m.span() for m in binaries._IMPORTS.finditer(data)]
+
+
+@settings(max_examples=600, deadline=None)
+@given(FILES)
+def test_source_names_are_those_the_regex_finds(data: bytes):
+    found = [(data.count(b"\n", 0, m.start()) + 1, m.group(1).decode()) for m in builds._SOURCE.finditer(data)]
+    assert builds._sources_named(data) == found
+
+
+def test_the_scans_find_what_a_package_writes():
+    text = b'from a.b import (c,\n  d)  # import e\nx = "k/moe.cu"; y = f"{n}_sm90.cpp"\n  import f.g as h\n'
+    assert [m.group(0) for m in binaries._import_statements(text)] == [
+        b"from a.b import (c,\n  d)",
+        b"  import f.g as h",
+    ]
+    assert builds._sources_named(text) == [(3, "k/moe.cu"), (3, "{n}_sm90.cpp")]
