@@ -1,6 +1,6 @@
-"""Two whole-input byte scans search only the lines that can match: they must find exactly what
-the regex finds over the whole file (hypothesis writes the files from the pieces that matter:
-quotes, dots, extensions, import words, parentheses and newlines)."""
+"""Byte scans over every file of the input search only the lines that can match: they must find
+exactly what their regex finds over the whole file (hypothesis writes the files from the pieces
+that matter: quotes, dots, extensions, import and main words, parentheses and newlines)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditor.facts import binaries
-from auditor.pipeline import builds
+from auditor.facts.code import line_matches
+from auditor.pipeline import builds, reach
 
 PIECES = st.sampled_from(
     [
@@ -32,6 +33,9 @@ PIECES = st.sampled_from(
         b'.cu"',
         b"'k.c'",
         b"import (a,",
+        b"int main(",
+        b"void ",
+        b"main",
     ]
 )
 FILES = st.lists(PIECES, max_size=60).map(b"".join)
@@ -39,8 +43,9 @@ FILES = st.lists(PIECES, max_size=60).map(b"".join)
 
 @settings(max_examples=600, deadline=None)
 @given(FILES)
-def test_import_statements_are_those_the_regex_finds(data: bytes):
-    assert [m.span() for m in binaries._import_statements(data)] == [m.span() for m in binaries._IMPORTS.finditer(data)]
+def test_line_matches_are_those_the_regex_finds(data: bytes):
+    for pattern, word in ((binaries._IMPORTS, b"import"), (reach._MAIN, b"main")):
+        assert [m.span() for m in line_matches(pattern, data, word)] == [m.span() for m in pattern.finditer(data)]
 
 
 @settings(max_examples=600, deadline=None)
@@ -52,7 +57,7 @@ def test_source_names_are_those_the_regex_finds(data: bytes):
 
 def test_the_scans_find_what_a_package_writes():
     text = b'from a.b import (c,\n  d)  # import e\nx = "k/moe.cu"; y = f"{n}_sm90.cpp"\n  import f.g as h\n'
-    assert [m.group(0) for m in binaries._import_statements(text)] == [
+    assert [m.group(0) for m in line_matches(binaries._IMPORTS, text, b"import")] == [
         b"from a.b import (c,\n  d)",
         b"  import f.g as h",
     ]

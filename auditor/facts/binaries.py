@@ -48,6 +48,7 @@ from typing import IO, Any, TypeVar, overload
 from elftools.elf.elffile import ELFFile
 
 from auditor import arch, datafiles, verdicts
+from auditor.facts.code import line_matches
 from auditor.model import Binary, EmbeddedCode, FileError, Gate, Guards, Language, Loadability, SourceFile, Target
 
 
@@ -1060,24 +1061,11 @@ def _importers(python: Mapping[str, Any]) -> dict[str, set[str]]:
     last part of a module imported or imported from): where a call of a function can be."""
     found: dict[str, set[str]] = {}
     for path, file in python.items():
-        for m in _import_statements(file.data):
+        for m in line_matches(_IMPORTS, file.data, b"import"):
             names = re.findall(rb"\w+", m.group(2)) + ([m.group(1).rpartition(b".")[2]] if m.group(1) else [])
             for n in names:
                 found.setdefault(n.decode("ascii", "replace"), set()).add(path)
     return found
-
-
-def _import_statements(data: bytes) -> Iterator[re.Match[bytes]]:
-    """What ``_IMPORTS.finditer(data)`` finds, tried only at the lines that say ``import``: a
-    search anchored at every line start costs six times as much on a package's modules."""
-    pos = 0
-    while (i := data.find(b"import", pos)) >= 0:
-        m = _IMPORTS.match(data, data.rfind(b"\n", 0, i) + 1)
-        if m is not None and m.end() > i:
-            yield m
-            pos = m.end()
-        else:  # not an import statement, or one that ended before this word (a comment after it)
-            pos = len(data) if (end := data.find(b"\n", i)) < 0 else end
 
 
 def _splits_a_major(gate: Gate) -> bool:

@@ -1,4 +1,4 @@
-"""Which text of a region is code, and which strings are PTX.
+"""Which text of a region is code, and which strings are PTX; fast line scans of whole files.
 
 Comments, string literals and preprocessor lines say nothing about what the compiled code
 needs (a log message mentioning ``bf16``, a ``#define`` naming a guard macro), so features
@@ -75,3 +75,17 @@ def asm_instructions(text: str, code: str, strings: list[tuple[int, int]]) -> It
                 piece = bisect.bisect_right(offsets, (at + found.start(1), len(text))) - 1
                 yield offsets[piece][1], found.group(1)
             at += len(statement) + 1
+
+
+def line_matches(pattern: re.Pattern[bytes], data: bytes, word: bytes) -> Iterator[re.Match[bytes]]:
+    """What ``pattern.finditer(data)`` finds, for a pattern anchored at a line start (``re.M``)
+    whose every match holds ``word`` on its first line: tried only at the lines holding the
+    word. A search anchored at every line start costs five to ten times as much."""
+    pos = 0
+    while (i := data.find(word, pos)) >= 0:
+        m = pattern.match(data, data.rfind(b"\n", 0, i) + 1)
+        if m is not None and m.end() > i:
+            yield m
+            pos = m.end()
+        else:  # no match, or one that ended before this word (a comment after it)
+            pos = len(data) if (end := data.find(b"\n", i)) < 0 else end

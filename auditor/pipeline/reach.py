@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from auditor.cuda.includes import resolve
+from auditor.facts.code import line_matches
 from auditor.model import Reach
 from auditor.rules.roots import vendored
 from auditor.sources.files import C_EXTENSIONS, TEMPLATE_EXTENSIONS, suffix_of
@@ -285,7 +286,7 @@ def _unit(path: str) -> bool:
 
 def _program(data: bytes) -> bool:
     """Whether a C/C++ source defines ``main()``: a program of its own."""
-    return b"main" in data and _MAIN.search(data) is not None
+    return next(line_matches(_MAIN, data, b"main"), None) is not None
 
 
 def _jit_includes(data: bytes) -> set[str]:
