@@ -132,10 +132,18 @@ def _assigned(scope: ast.AST, expression: str) -> list[ast.expr]:
     if not re.fullmatch(r"(?:self\.)?[A-Za-z_]\w*", name):
         return []
     return [
-        n.value
-        for n in ast.walk(scope)
-        if isinstance(n, ast.Assign) and any(ast.unparse(target) == name for target in n.targets)
+        n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and any(_written(t) == name for t in n.targets)
     ]
+
+
+def _written(target: ast.expr) -> str | None:
+    """An assignment target as written, when it is a name or one's attribute (``self.use_x``):
+    what :func:`ast.unparse` gives for them, without unparsing every target of a class."""
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+        return f"{target.value.id}.{target.attr}"
+    return None
 
 
 def _operand_of_and(condition: ast.expr, operand: str) -> bool:
