@@ -22,7 +22,7 @@ def value(i: int) -> dict:
 def stored(directory: Path) -> tuple[int, int]:
     """(entries, bytes of entries) as the database holds them."""
     with sqlite3.connect(directory / "results.sqlite3") as db:
-        return db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+        return db.execute("SELECT COUNT(*), COALESCE(SUM(length(key) + length(value)), 0) FROM entries").fetchone()
 
 
 def test_entries_past_the_cap_evict_the_least_recently_used(tmp_path):
@@ -37,6 +37,26 @@ def test_entries_past_the_cap_evict_the_least_recently_used(tmp_path):
     assert info is not None and info.entry_bytes <= 2000 and info.entries == len(kept)
     assert "k7" in kept and "k1" not in kept, "the oldest unread entry goes first"
     assert "k0" in kept, "reading an entry keeps it"
+    store.close()
+
+
+def test_reading_an_entry_marks_it_used_without_writing_it_again(tmp_path):
+    """SQLite rewrites a whole row to change one column: a read of a kept report (tens of MB)
+    must touch only its recency."""
+    store = Cache(tmp_path)
+    store.put_many([("report", {"text": "r" * 100_000}), ("other", value(1))])
+    assert store.db is not None
+    store.db.execute("CREATE TEMP TABLE written (key TEXT)")
+    for event in ("INSERT", "UPDATE", "DELETE"):
+        store.db.execute(
+            f"CREATE TEMP TRIGGER entries_{event.lower()} AFTER {event} ON main.entries"
+            f" BEGIN INSERT INTO written VALUES ({'old' if event == 'DELETE' else 'new'}.key); END"
+        )
+    (before,) = store.db.execute("SELECT used FROM uses WHERE key = 'report'").fetchone()
+    assert store.get("report") == {"text": "r" * 100_000}
+    (after,) = store.db.execute("SELECT used FROM uses WHERE key = 'report'").fetchone()
+    assert after > before, "the read counts as a use (eviction goes by it)"
+    assert store.db.execute("SELECT key FROM written").fetchall() == []
     store.close()
 
 

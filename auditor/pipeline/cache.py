@@ -112,8 +112,10 @@ class Codec(Generic[T]):
 DEFAULT_MAX_BYTES = 1 << 30
 """The cache's default size cap (``--cache-max``, ``[tool.archaudit] cache-max``): a few
 scans of whole environments."""
-_LAYOUT = 2
-"""``PRAGMA user_version`` of the database; a file of another layout is emptied, not read."""
+_LAYOUT = 3
+"""``PRAGMA user_version`` of the database; a file of another layout is emptied, not read.
+Layout 3 keeps each entry's size and last use in a table of their own: SQLite rewrites a whole
+row to change one column, and a report kept for a whole environment runs to 80 MB."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +161,15 @@ class Cache:
             return
         with db:
             db.execute("DROP TABLE IF EXISTS entries")
+            db.execute("DROP TABLE IF EXISTS uses")
         db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # evicted pages go back to the file system
         db.execute("VACUUM")
         with db:
+            db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             db.execute(
-                "CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL, size INTEGER NOT NULL,"
-                " used INTEGER NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS uses (key TEXT PRIMARY KEY, size INTEGER NOT NULL, used INTEGER NOT NULL)"
             )
-            db.execute("CREATE INDEX IF NOT EXISTS entries_used ON entries (used)")
+            db.execute("CREATE INDEX IF NOT EXISTS uses_used ON uses (used)")
             db.execute(f"PRAGMA user_version = {_LAYOUT}")
 
     def get(self, key: str) -> Any:
@@ -201,7 +204,7 @@ class Cache:
         now = time.time_ns()
         try:
             with self.db:
-                self.db.executemany("UPDATE entries SET used = ? WHERE key = ?", [(now, k) for k in keys])
+                self.db.executemany("UPDATE uses SET used = ? WHERE key = ?", [(now, k) for k in keys])
         except sqlite3.Error:
             pass  # a read-only cache still answers
 
@@ -212,35 +215,36 @@ class Cache:
             return
         now = time.time_ns()
         try:
-            rows = [(k, text, len(k) + len(text), now) for k, v in items for text in (_seal(k, v),)]
+            rows = [(k, text, len(k) + len(text)) for k, v in items for text in (_seal(k, v),)]
+            fits = [r for r in rows if r[2] <= self.max_bytes]
             with self.db:
-                self.db.executemany(
-                    "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", [r for r in rows if r[2] <= self.max_bytes]
-                )
+                self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)", [(k, text) for k, text, _ in fits])
+                self.db.executemany("INSERT OR REPLACE INTO uses VALUES (?, ?, ?)", [(k, n, now) for k, _, n in fits])
                 self._evict(self.db)
         except (sqlite3.Error, ValueError, TypeError):
             pass
 
     def _evict(self, db: sqlite3.Connection) -> None:
         """Delete the least recently used entries until the rest fit under the cap."""
-        (total,) = db.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()
+        (total,) = db.execute("SELECT COALESCE(SUM(size), 0) FROM uses").fetchone()
         excess = total - self.max_bytes
         if excess <= 0:
             return
         doomed = []
-        for key, size in db.execute("SELECT key, size FROM entries ORDER BY used, rowid"):
+        for key, size in db.execute("SELECT key, size FROM uses ORDER BY used, rowid"):
             doomed.append((key,))
             excess -= size
             if excess <= 0:
                 break
         db.executemany("DELETE FROM entries WHERE key = ?", doomed)
+        db.executemany("DELETE FROM uses WHERE key = ?", doomed)
 
     def info(self) -> CacheInfo | None:
         """Where the cache is, how large, how many entries, and its cap; None when there is none."""
         if self.db is None or self.path is None:
             return None
         try:
-            entries, size = self.db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+            entries, size = self.db.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM uses").fetchone()
             disk = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
         except (sqlite3.Error, OSError):
             return None
@@ -253,6 +257,7 @@ class Cache:
         with self.db:
             (count,) = self.db.execute("SELECT COUNT(*) FROM entries").fetchone()
             self.db.execute("DELETE FROM entries")
+            self.db.execute("DELETE FROM uses")
         self.db.execute("VACUUM")
         return count
 

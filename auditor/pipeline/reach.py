@@ -31,6 +31,7 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from auditor.cuda.includes import resolve
 from auditor.facts.code import line_matches
@@ -217,7 +218,8 @@ def _named(paths: Sequence[str], names: set[str]) -> list[int]:
     """The files include names written in a JIT source reach (``{name}`` matches any name)."""
     plain = sorted(n for n in names if "{" not in n)
     found = resolve([*paths, "<jit>"], [*[()] * len(paths), plain])[-1]
-    return found + [i for i, p in enumerate(paths) for n in names if "{" in n and _matches(p, n)]
+    patterns = [_placeholder_pattern(n) for n in names if "{" in n]
+    return found + [i for i, p in enumerate(paths) for pattern in patterns if pattern.search(p)]
 
 
 def closure(roots: Iterable[int], edges: Sequence[Sequence[int]]) -> set[int]:
@@ -307,10 +309,10 @@ def _string_includes(data: bytes) -> set[str]:
     return found
 
 
-def _matches(path: str, name: str) -> bool:
-    """Whether a file is what an include with ``{placeholders}`` can name (a path suffix)."""
-    pattern = "(?:^|/)" + re.sub(r"\\\{[^}]*\\\}", "[^/]*", re.escape(name)) + "$"
-    return re.search(pattern, path) is not None
+@lru_cache(maxsize=1024)
+def _placeholder_pattern(name: str) -> re.Pattern[str]:
+    """The files an include with ``{placeholders}`` can name (a path suffix), compiled once."""
+    return re.compile("(?:^|/)" + re.sub(r"\\\{[^}]*\\\}", "[^/]*", re.escape(name)) + "$")
 
 
 def _tree(path: str) -> str:
