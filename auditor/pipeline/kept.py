@@ -21,6 +21,7 @@ from auditor.model import SEVERITIES, AuditResult
 from auditor.pipeline.cache import Cache, json_digest, tool_digest
 from auditor.pipeline.workers import FileRead, Read
 from auditor.sources import LazyFile
+from auditor.sources.files import stat_key
 
 F = TypeVar("F", bound=str)
 """A report format (any string names one here)."""
@@ -108,10 +109,6 @@ SETTLED_NS = 2 * 10**9
 granularity could leave its metadata as it was (git's "racily clean" entries)."""
 
 
-def _stat_key(st: os.stat_result) -> list[int]:
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
 def identities(files: Sequence) -> list[str | None]:
     """Per file, what names its bytes without reading them: the path and metadata of the file
     on disk (of the archive, with the member's place and size, for a member); None for a file
@@ -119,12 +116,12 @@ def identities(files: Sequence) -> list[str | None]:
     now = time.time_ns()
     seen: dict[str, list[int] | None] = {}
 
-    def stat(path: str) -> list[int] | None:
+    def stat(path: str, listed: tuple[int, ...]) -> list[int] | None:
+        """The file's metadata: as it was listed, else stated now."""
         if path not in seen:
             try:
-                st = os.stat(path)
-                settled = max(st.st_mtime_ns, st.st_ctime_ns) < now - SETTLED_NS
-                seen[path] = _stat_key(st) if settled else None
+                key = list(listed or stat_key(os.stat(path)))
+                seen[path] = key if max(key[3], key[4]) < now - SETTLED_NS else None
             except OSError:
                 seen[path] = None
         return seen[path]
@@ -132,7 +129,7 @@ def identities(files: Sequence) -> list[str | None]:
     out: list[str | None] = []
     for f in files:
         o = f.origin if isinstance(f, LazyFile) else None
-        meta = stat(os.path.abspath(o.archive or o.name)) if o is not None else None
+        meta = stat(os.path.abspath(o.archive or o.name), () if o.archive else o.listed) if o is not None else None
         out.append(
             None
             if o is None or meta is None

@@ -20,6 +20,7 @@ from auditor.sources.files import (
     language_of,
     max_bytes,
     os_reason,
+    stat_key,
     suffix_of,
     wanted,
 )
@@ -89,7 +90,7 @@ class DirectoryProvider(Provider):
             except OSError as exc:
                 return FileError(rel, os_reason(exc), self.spec)
         lang = language_of(rel, head)
-        return None if lang is None else LazyFile(rel, lang, self.spec, Origin(full))
+        return None if lang is None else LazyFile(rel, lang, self.spec, Origin(full, listed=stat_key(st)))
 
 
 def _rel(rel_dir: str, name: str) -> str:

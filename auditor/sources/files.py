@@ -123,6 +123,12 @@ def make_file(path: str, data: bytes, origin: str) -> Item | None:
     return SourceFile(path=path, data=data, language=lang, input=origin)
 
 
+def stat_key(st: os.stat_result) -> tuple[int, ...]:
+    """What names a file's bytes on disk without reading them: device, inode, size, and the
+    modification and change times (ns)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 class ReadError(Exception):
     """A file that could not be read; the message is the one-line reason."""
 
@@ -139,6 +145,9 @@ class Origin:
     """The member's position in the archive's directory (member names may repeat)."""
     size: int = 0
     """Size declared by the archive (members only)."""
+    listed: tuple[int, ...] = ()
+    """A file on disk: its :func:`stat_key` when it was listed, so that the first reads name it
+    without a second ``stat`` (a tree holds tens of thousands)."""
 
 
 class LazyFile:
