@@ -72,7 +72,8 @@ class DirectoryProvider(Provider):
                     os.stat(full)  # a loop or a dangling link says so first
                     return FileError(rel, "symlink to a file outside the scanned tree, not followed", self.spec)
                 st = os.stat(full)
-                full = target if inside is not None else full
+                if inside is not None:
+                    full = target
         except OSError as exc:
             return FileError(rel, os_reason(exc), self.spec)
         if not stat.S_ISREG(st.st_mode):
