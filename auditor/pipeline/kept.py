@@ -129,7 +129,7 @@ def identities(files: Sequence) -> list[str | None]:
     out: list[str | None] = []
     for f in files:
         o = f.origin if isinstance(f, LazyFile) else None
-        meta = stat(os.path.abspath(o.archive or o.name), () if o.archive else o.listed) if o is not None else None
+        meta = stat(os.path.abspath(o.archive or o.name), o.listed) if o is not None else None
         out.append(
             None
             if o is None or meta is None

@@ -147,7 +147,7 @@ class Origin:
     """Size declared by the archive (members only)."""
     listed: tuple[int, ...] = ()
     """A file on disk: its :func:`stat_key` when it was listed, so that the first reads name it
-    without a second ``stat`` (a tree holds tens of thousands)."""
+    without a second ``stat`` (a tree holds tens of thousands); empty for an archive member."""
 
 
 class LazyFile:
