@@ -37,34 +37,57 @@ class _Scanned(Protocol):
 
 
 def resolve(paths: Sequence[str], includes: Sequence[Sequence[str]]) -> list[list[int]]:
-    """Per file, the files of the input its ``#include``s name (by index into ``paths``).
+    """Per file, the files of the input its ``#include``s name (by index into ``paths``): see
+    :class:`Lookup`."""
+    lookup = Lookup(paths)
+    return [lookup.of(i, names) for i, names in enumerate(includes)]
+
+
+class Lookup:
+    """Where the ``#include`` names of the input's files lead.
 
     A name is looked up beside the including file first, then as a path suffix anywhere in the
     input (include directories are not known); of several suffix matches, those nearest the
     including file (the longest common directory) win, so a vendored copy includes its own
-    tree's headers. Names found nowhere (system and toolkit headers) are left out."""
-    index = {p: i for i, p in enumerate(paths)}
-    by_base: dict[str, list[int]] = {}
-    for i, p in enumerate(paths):
-        by_base.setdefault(posixpath.basename(p), []).append(i)
-    out: list[list[int]] = []
-    for i, names in enumerate(includes):
-        here = posixpath.dirname(paths[i])
+    tree's headers. Names found nowhere (system and toolkit headers) are left out. Built once
+    for callers that resolve a few files' names at a time."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = paths
+        self.index = {p: i for i, p in enumerate(paths)}
+        self.by_base: dict[str, list[int]] = {}
+        for i, p in enumerate(paths):
+            self.by_base.setdefault(posixpath.basename(p), []).append(i)
+
+    def of(self, i: int, names: Sequence[str]) -> list[int]:
+        """The files the names included by file ``i`` lead to (never ``i`` itself)."""
+        found = self._found(self.paths[i], names)
+        found.pop(i, None)
+        return list(found)
+
+    def named(self, names: Sequence[str]) -> list[int]:
+        """The files the names lead to from outside every folder of the input (a JIT source's
+        includes, whose file is written at run time)."""
+        return list(self._found("<outside>", names))
+
+    def _found(self, includer: str, names: Sequence[str]) -> dict[int, None]:
+        paths = self.paths
+        here = posixpath.dirname(includer)
         found: dict[int, None] = {}
         for name in names:
-            near = index.get(posixpath.normpath(posixpath.join(here, name)))
+            near = self.index.get(posixpath.normpath(posixpath.join(here, name)))
             if near is not None:
                 found[near] = None
                 continue
             tail = "/".join(part for part in name.split("/") if part not in ("", ".", ".."))
-            matches = [j for j in by_base.get(posixpath.basename(tail), ()) if ("/" + paths[j]).endswith("/" + tail)]
+            matches = [
+                j for j in self.by_base.get(posixpath.basename(tail), ()) if ("/" + paths[j]).endswith("/" + tail)
+            ]
             if matches:
-                depth = {j: _common(paths[i], paths[j]) for j in matches}
+                depth = {j: _common(includer, paths[j]) for j in matches}
                 best = max(depth.values())
                 found.update((j, None) for j in matches if depth[j] == best)
-        found.pop(i, None)
-        out.append(list(found))
-    return out
+        return found
 
 
 def _common(a: str, b: str) -> int:

@@ -497,11 +497,6 @@ def with_extensions(
     wanted = [i for i, g in enumerate(gates) if g.language == Language.PYTHON and g.file in python]
     if not wanted:
         return list(gates)
-    reach = _Reach(python, gpu, summaries)
-    found = {i: reach.gate(gates[i]) for i in wanted}
-    shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
-    ops = {op for refs in found.values() for kind, op in refs if kind == "ns"}
-    registers = _registrants(ops, gpu, shipped, opener) if gpu else {}
     tests: dict[str, dict[int, tuple[int, int]]] = {}
     bodies: dict[str, list[tuple[int, int, frozenset[str]]]] = {}
     for i in wanted:
@@ -510,6 +505,11 @@ def with_extensions(
         tests.setdefault(g.file, {}).update((n, body) for n in range(g.line, max(g.end_line, g.line) + 1))
         if g.guards != Guards.REJECT and body[0] > g.end_line:
             bodies.setdefault(g.file, []).append((*body, frozenset(g.admits)))
+    reach = _Reach(python, gpu, summaries, tests, bodies)
+    found = {i: reach.gate(gates[i]) for i in wanted}
+    shipped = {f.path: f for f in files if f.language in ("binary", "binary-listing")}
+    ops = {op for refs in found.values() for kind, op in refs if kind == "ns"}
+    registers = _registrants(ops, gpu, shipped, opener) if gpu else {}
     out = list(gates)
     for i, refs in found.items():
         paths = sorted(
@@ -525,7 +525,7 @@ def with_extensions(
             out[i] = replace(out[i], extensions=tuple(paths))
         elif far:
             out[i] = replace(out[i], prebuilt_elsewhere=tuple(sorted(far)))
-        builds = reach.builds(gates[i], tests, bodies) if _splits_a_major(gates[i]) else ()
+        builds = reach.builds(gates[i]) if _splits_a_major(gates[i]) else ()
         if builds:
             out[i] = replace(out[i], builds=tuple(sorted(builds)))
     return out
@@ -688,11 +688,25 @@ CALL_DEPTH = 3
 
 
 class _Reach:
-    """What Python code reaches of the shipped extensions, memoised per file and module."""
+    """What Python code reaches of the shipped extensions, memoised per file and module.
 
-    def __init__(self, python: Mapping[str, Any], gpu: Sequence[Binary], summaries: MutableMapping[str, Any] | None):
+    ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
+    behind a gate: a predicate that lists every target it knows builds nothing. A caller
+    that calls a helper in a test guards that test's body with it. ``bodies``: per file,
+    the branches' guarded lines with the capabilities that take them (:meth:`builds`)."""
+
+    def __init__(
+        self,
+        python: Mapping[str, Any],
+        gpu: Sequence[Binary],
+        summaries: MutableMapping[str, Any] | None,
+        tests: Tests,
+        bodies: Bodies,
+    ):
         self.python = python
         self.summaries = summaries
+        self.tests = tests
+        self.bodies = bodies
         self.by_module = {module_of(r.path): r.path for r in gpu}
         self.by_part: dict[tuple[str, str], list[str]] = {}
         """(package, a directory or file stem under it) -> the binaries there: a loader given that
@@ -710,6 +724,9 @@ class _Reach:
         self._importers: dict[str, set[str]] | None = None
         self._by_folder: Mapping[str, tuple[str, ...]] | None = None
         self._named_memo: dict[str, frozenset[str]] = {}
+        self._targets_memo: dict[tuple[str, int, int], set[str]] = {}
+        self._built_memo: dict[tuple[str, int, int], frozenset[str]] = {}
+        self._after_memo: dict[tuple[str, str, int, frozenset[str], str], tuple[frozenset[str], bool]] = {}
 
     def gate(self, gate: Gate) -> frozenset[Ref]:
         src = self.source(gate.file)
@@ -726,7 +743,7 @@ class _Reach:
             found.update(self._refs(src, *src.functions[name]))
         return frozenset(found)
 
-    def builds(self, gate: Gate, tests: Tests, bodies: Bodies | None = None) -> frozenset[str]:
+    def builds(self, gate: Gate) -> frozenset[str]:
         """The arch- and family-specific build targets (``sm_120a``) of the code behind the gate,
         where the package pins them: what its guarded code names or reaches through the functions
         it calls (a loader whose JIT spec passes ``sm120a_nvcc_flags``); for a check in a helper
@@ -737,29 +754,26 @@ class _Reach:
         beside the kernel's ``SM120_CODE_TARGET``), or the modules of its backend's folder: a test
         lives with the build it guards.
 
-        ``tests``: per file, the lines of its gates' conditions. A call there is a test, not code
-        behind the gate: a predicate that lists every target it knows builds nothing. A caller
-        that calls the helper in a test guards that test's body with it. ``bodies``: per file,
-        the branches' guarded lines with the capabilities that take them; a caller whose call sits
-        in a branch that none of the capabilities the gate turns away takes (``if cap == (12, 0):
-        reason = check(...)``) is no path to the check for them."""
+        A caller whose call sits in a branch that none of the capabilities the gate turns away
+        takes (``if cap == (12, 0): reason = check(...)``, by :attr:`bodies`) is no path to the
+        check for them."""
         src = self.source(gate.file)
         if src is None:
             return frozenset()
-        found: set[str] = set()
+        found: frozenset[str] = frozenset()
         first, last = self._region(src, gate)
         answers = gate.guards == Guards.REJECT and _ANSWER.match(
             src.lines[gate.end_line] if gate.end_line < len(src.lines) else ""
         )
         if first and not first <= gate.line <= last and not answers:
-            found = self._built_in(src, first, last, tests)
+            found = self._built_in(src, first, last)
         if not found and (gate.guards == Guards.REJECT or _RETURNED.match(src.lines[gate.line - 1])):
             away = (
                 frozenset(gate.admits)
                 if gate.guards == Guards.REJECT
                 else frozenset(arch.capabilities()) - set(gate.admits)
             )
-            found = self._built_after_calls(src, gate.line, tests, CALL_DEPTH, away, bodies or {})
+            found = self._built_after_calls(src, gate.line, CALL_DEPTH, away)
         return frozenset(
             found
             or self._named(src)
@@ -802,10 +816,17 @@ class _Reach:
             self._by_folder = {k: tuple(sorted(v)) for k, v in by_folder.items()}
         return self._by_folder
 
-    def _built_in(self, src: _Source, first: int, last: int, tests: Tests) -> set[str]:
+    def _built_in(self, src: _Source, first: int, last: int) -> frozenset[str]:
         """The build targets lines ``first..last`` of a file name, and the functions they call
-        (of the file, or of a Python module of the input) name; conditions are skipped."""
-        skip = tests.get(self.modules.get(src.module, ""), {})
+        (of the file, or of a Python module of the input) name; conditions are skipped. Found
+        once per span: a caller's code is asked for by each check it calls."""
+        key = (src.module, first, last)
+        if key not in self._built_memo:
+            self._built_memo[key] = frozenset(self._built_in_span(src, first, last))
+        return self._built_memo[key]
+
+    def _built_in_span(self, src: _Source, first: int, last: int) -> set[str]:
+        skip = self.tests.get(self.modules.get(src.module, ""), {})
         lines = [n for n in range(first, last + 1) if n not in skip]
         found = build_targets(_code(src.lines[n - 1] for n in lines))
         called = {name for n in lines for _, name in _between(src.calls, n, n)}
@@ -813,22 +834,13 @@ class _Reach:
         uses = [u for n in lines if not _IMPORT.match(src.lines[n - 1]) for u in _between(src.uses, n, n)]
         for name in called:
             a, b = src.functions[name]
-            found |= build_targets(_code(src.lines[a - 1 : b]))
+            found |= self._targets(src, a, b)
             uses += _between(src.uses, a, b)
         for _, target in uses:
             found |= self._built_by(target)
         return found
 
-    def _built_after_calls(
-        self,
-        src: _Source,
-        line: int,
-        tests: Tests,
-        depth: int,
-        away: frozenset[str],
-        bodies: Bodies,
-        home: str = "",
-    ) -> set[str]:
+    def _built_after_calls(self, src: _Source, line: int, depth: int, away: frozenset[str]) -> frozenset[str]:
         """What the callers of the function holding ``line`` build after calling it: a check
         helper (``require_sm120(device)``) guards what its callers then run. Every caller that
         the turned-away capabilities (``away``) can reach must reach a build, else nothing is
@@ -839,29 +851,38 @@ class _Reach:
         turned-away parts cannot reach (its call sits in a branch only admitted parts take, or
         every caller of its own does) vetoes nothing, and speaks only when no other caller
         does (a check every caller makes behind a branch for the admitted parts alone)."""
-        return self._after_calls(src, line, tests, depth, away, bodies, home or src.module)[0]
+        return self._after_calls(src, line, depth, away, src.module)[0]
 
     def _after_calls(
-        self, src: _Source, line: int, tests: Tests, depth: int, away: frozenset[str], bodies: Bodies, home: str
-    ) -> tuple[set[str], bool]:
+        self, src: _Source, line: int, depth: int, away: frozenset[str], home: str
+    ) -> tuple[frozenset[str], bool]:
         """:meth:`_built_after_calls`, and whether the turned-away parts reach the function at
-        all: not when it has callers and every one of them sits where only admitted parts go."""
+        all: not when it has callers and every one of them sits where only admitted parts go.
+        Found once per function: every check in it, and every path up to it, asks the same."""
         held = _enclosing(src, line)
         if held is None or depth == 0:
-            return set(), True
+            return frozenset(), True
+        key = (src.module, held[0], depth, away, home)
+        if key not in self._after_memo:
+            self._after_memo[key] = self._after_calls_of(src, held[0], depth, away, home)
+        return self._after_memo[key]
+
+    def _after_calls_of(
+        self, src: _Source, function: str, depth: int, away: frozenset[str], home: str
+    ) -> tuple[frozenset[str], bool]:
         found: set[str] = set()
         aside: set[str] = set()  # what the callers the turned-away parts cannot reach build
         reached = False
-        callers = self._callers(src, held[0])
+        callers = self._callers(src, function)
         for caller, at, end in callers:
             path = self.modules[caller.module]
-            admitted_only = any(a <= at <= b and not taken & away for a, b, taken in bodies.get(path, ()))
-            first, last = tests.get(path, {}).get(at, (0, 0))
+            admitted_only = any(a <= at <= b and not taken & away for a, b, taken in self.bodies.get(path, ()))
+            first, last = self.tests.get(path, {}).get(at, (0, 0))
             if not first:  # not the test of an if: what runs after the call
                 first, last = at + 1, end
-            got = self._built_in(caller, first, last, tests) if first <= last else set()
+            got = self._built_in(caller, first, last) if first <= last else frozenset()
             if not got:
-                got, open_ = self._after_calls(caller, at, tests, depth - 1, away, bodies, home)
+                got, open_ = self._after_calls(caller, at, depth - 1, away, home)
                 admitted_only = admitted_only or not open_
             if not got and caller.module == home and first <= last and self._runs_nothing(caller, first, last):
                 reached = True
@@ -870,10 +891,10 @@ class _Reach:
                 aside |= got
                 continue
             if not got:
-                return set(), True
+                return frozenset(), True
             found |= got
             reached = True
-        return (found, True) if reached else (aside, not callers)
+        return (frozenset(found), True) if reached else (frozenset(aside), not callers)
 
     def _runs_nothing(self, src: _Source, first: int, last: int) -> bool:
         """Whether lines ``first..last`` of a file, with the file's functions they call, run no
@@ -930,7 +951,7 @@ class _Reach:
                     return self._built_by(".".join([src.imported[parts[n]], *parts[n + 1 :]]), depth - 1)
                 if src is not None and parts[n] in src.constants:
                     a, b, made = src.constants[parts[n]]
-                    found = build_targets(_code(src.lines[a - 1 : b])) if made else set()
+                    found = set(self._targets(src, a, b)) if made else set()
                     for _, target in _between(src.uses, a, b) if depth else ():
                         found |= self._built_by(target, depth - 1)  # a table of programs named elsewhere
                     return found
@@ -938,8 +959,17 @@ class _Reach:
                     return set()
                 span = src.functions[parts[n]]
                 spans = [span, *(src.functions[c] for c in self._called(src, *span))]
-                return {t for a, b in spans for t in build_targets(_code(src.lines[a - 1 : b]))}
+                return {t for a, b in spans for t in self._targets(src, a, b)}
         return set()
+
+    def _targets(self, src: _Source, first: int, last: int) -> set[str]:
+        """The build targets lines ``first..last`` of a file name: a function's, asked for by
+        every gate whose code calls it. Not to be changed by the caller."""
+        key = (src.module, first, last)
+        found = self._targets_memo.get(key)
+        if found is None:
+            found = self._targets_memo[key] = build_targets(_code(src.lines[first - 1 : last]))
+        return found
 
     def elsewhere(self, package: str) -> bool:
         """Whether a top-level module is a package with prebuilt kernels that the input lacks."""

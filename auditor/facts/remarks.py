@@ -34,11 +34,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from auditor import arch, verdicts
 from auditor.facts import causes, names
 from auditor.model import Gate, Guards, Language, Resolution, SourceFile, Target
 
+HELD_FILES = 64
+"""Files whose lines are held while the gates are read (the least recently used beyond it go)."""
 NEAR = 8
 """How many lines above or below a gate its comment blocks may reach."""
 _PY_COMMENT = re.compile(r"#")
@@ -53,14 +56,12 @@ def with_remarks(gates: Sequence[Gate], files: Sequence[SourceFile], targets: Se
         if g.file in by_path and any(verdicts.turns_away(g, t) for t in targets):
             wanted.setdefault(g.file, []).append(i)
     out = list(gates)
-    texts: dict[str, list[str]] = {}
     given: dict[frozenset[Resolution], list[tuple[str, frozenset[str]]]] = {}
     """What rejections say of the kernels behind them, by the predicates they test."""
 
+    @lru_cache(maxsize=HELD_FILES)  # held all, the C gates' files took hundreds of MB
     def lines_of(path: str) -> list[str]:
-        if path not in texts:
-            texts[path] = by_path[path].data.decode("utf-8", "replace").split("\n")
-        return texts[path]
+        return by_path[path].data.decode("utf-8", "replace").split("\n")
 
     for path, indices in wanted.items():
         for i in indices:

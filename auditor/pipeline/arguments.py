@@ -20,6 +20,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from itertools import islice
 
 from auditor import verdicts
@@ -93,7 +94,8 @@ Calls = Callable[[str], "list[tuple[str, ast.Call]]"]
 def _never_taken(g: Gate, t: Target, tree: Trees, calls_of: Calls, at: dict) -> bool:
     """Whether an unknown ``and`` operand of the gate's condition is a flag every caller passes
     false for the target."""
-    module = tree(g.file)
+    operands = [(unknown, m) for unknown in g.unknowns if (m := _OPERAND.fullmatch(unknown.strip()))]
+    module = tree(g.file) if operands else None  # no flag among the unknowns: nothing to parse
     if module is None:
         return False
     owner, method = _owner(module, g.context)
@@ -101,9 +103,8 @@ def _never_taken(g: Gate, t: Target, tree: Trees, calls_of: Calls, at: dict) -> 
         return False
     conditions = [_expr(g.chain[-1] if g.chain else g.expression)]
     conditions += _assigned(owner or method, g.expression)
-    for unknown in g.unknowns:
-        m = _OPERAND.fullmatch(unknown.strip())
-        if m is None or not any(_operand_of_and(c, unknown) for c in conditions if c is not None):
+    for unknown, m in operands:
+        if not any(_operand_of_and(c, unknown) for c in conditions if c is not None):
             continue
         negated, name = bool(m.group(1)), m.group(2)
         passed = _passed(calls_of, at, owner, method, name, t)
@@ -188,15 +189,23 @@ def _passed(
 def _calls(python: dict[str, bytes], tree: Trees, callee: str) -> Iterator[tuple[str, ast.Call]]:
     """The calls of a name in the input's Python (``Name(...)``, ``mod.Name(...)``)."""
     needle = callee.encode()
+    called = _call_of(needle)
     for path, data in python.items():
-        if needle not in data:
-            continue
+        if needle not in data or not called.search(data):
+            continue  # parsed only where the name is followed by a parenthesis
         module = tree(path)
         for n in ast.walk(module) if module is not None else ():
             if isinstance(n, ast.Call):
                 f = n.func
                 if (isinstance(f, ast.Name) and f.id == callee) or (isinstance(f, ast.Attribute) and f.attr == callee):
                     yield path, n
+
+
+@lru_cache(maxsize=4096)
+def _call_of(name: bytes) -> re.Pattern[bytes]:
+    """Where a name may be called: it, then blanks, comments or line continuations, then ``(``;
+    every call in the file's syntax tree is found by it (and some that are none, in strings)."""
+    return re.compile(re.escape(name) + rb"(?:\s|\\|#[^\r\n]*[\r\n])*\(")  # a comment ends only at its line's end
 
 
 def _value(path: str, arg: ast.expr, at: dict, t: Target) -> bool | None:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from auditor import arch
-from auditor.cuda.includes import resolve
+from auditor.cuda.includes import Lookup
 from auditor.facts import names
 from auditor.facts.binaries import build_targets
 from auditor.model import Gate, GateKind, Target
@@ -209,12 +209,13 @@ def _strings(values: Iterable[object]) -> Iterator[str]:
 def with_pins(gates: list[Gate], pinned: Mapping[str, tuple[str, ...]]) -> list[Gate]:
     """Host checks of a source whose JIT specs pin its build (``sm120a_nvcc_flags``) carry those
     targets (``Gate.builds``): a ``major == 12 && minor == 0`` check there agrees with it. A
-    source name finds its file as an ``#include`` of it would (:func:`.includes.resolve`)."""
+    source name finds its file as a JIT source's ``#include`` of it would (:meth:`.includes.Lookup.named`)."""
     files = sorted({g.file for g in gates if g.kind == GateKind.RUNTIME_CHECK})
     if not pinned or not files:
         return gates
     names = sorted(pinned)
-    found = resolve([*files, *["<jit>"] * len(names)], [*[()] * len(files), *([n] for n in names)])[len(files) :]
+    lookup = Lookup(files)
+    found = [lookup.named([n]) for n in names]
     builds = {files[i]: pinned[name] for name, hits in zip(names, found) for i in hits}
     return [
         replace(g, builds=builds[g.file]) if g.kind == GateKind.RUNTIME_CHECK and g.file in builds else g for g in gates

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from auditor.cuda.includes import resolve
+from auditor.cuda.includes import Lookup
 from auditor.facts.code import line_matches
 from auditor.model import Reach
 from auditor.rules.roots import vendored
@@ -75,12 +75,13 @@ def headers(
     the flags are (:attr:`.builds.Restrictions.behind`); what only those reach is judged, with
     those flags named (:attr:`Reached.behind`). :attr:`Reached.sight` says which files can see
     each file's definitions (:mod:`.calls`)."""
-    edges = resolve(paths, includes)
+    lookup = Lookup(paths)
+    edges = [lookup.of(i, names) for i, names in enumerate(includes)]
     written_by: dict[int, set[int]] = {}  # per C file, the files its run-time programs include
-    others = set(_named(paths, set(unbuilt))) if unbuilt else set()
+    others = set(_named(lookup, set(unbuilt))) if unbuilt else set()
     compiled = set(fixed)
     stuck = {i for i, p in enumerate(paths) if p in compiled}
-    held = resolve(paths, [sorted(_string_includes(read(p))) if i in stuck else [] for i, p in enumerate(paths)])
+    held = {i: lookup.of(i, sorted(_string_includes(read(paths[i])))) for i in sorted(stuck)}
     for i in stuck:
         written_by.setdefault(i, set()).update(held[i])
         others |= set(held[i])
@@ -89,8 +90,8 @@ def headers(
     drivers = {i for i, p in enumerate(paths) if own and _unit(p) and i not in others and _program(read(p))}
     roots = [i for i, p in enumerate(paths) if _unit(p) and i not in others and i not in drivers]
     jit = {name for _, names in own for name in names}
-    roots += _named(paths, {n for n in jit if "{" not in n})
-    patterns = _named(paths, {n for n in jit if "{" in n})  # ``#include "{name}"``: any file but the restricted
+    roots += _named(lookup, {n for n in jit if "{" not in n})
+    patterns = _named(lookup, {n for n in jit if "{" in n})  # ``#include "{name}"``: any file but the restricted
     if not roots and not patterns and not others:
         return Reached()
     built = {_inner(b) for b in binaries} - {""}
@@ -107,8 +108,7 @@ def headers(
         includes_of = {
             i: sorted(_jit_includes(read(paths[i])) - set(includes[i])) for i in programs
         }  # one file's bytes at a time
-        written = [includes_of.get(i, []) for i in range(len(paths))]
-        extra = resolve(paths, written)
+        extra = {i: lookup.of(i, names) for i, names in includes_of.items()}
         for i in programs:
             if extra[i]:
                 written_by.setdefault(i, set()).update(extra[i])
@@ -127,8 +127,8 @@ def headers(
     named = {n for n in jit if "{" in n and _PLACEHOLDER.sub("", posixpath.basename(n))}  # not a bare "{file}"
     return Reached(
         reach,
-        _behind(paths, edges, roots, _named(paths, named), others, behind or {}),
-        _sight(paths, edges, written_by, [path for path, _ in own], jit, whole),
+        _behind(lookup, edges, roots, _named(lookup, named), others, behind or {}),
+        _sight(lookup, edges, written_by, [path for path, _ in own], jit, whole),
     )
 
 
@@ -154,7 +154,7 @@ class Sight:
 
 
 def _sight(
-    paths: Sequence[str],
+    lookup: Lookup,
     edges: Sequence[Sequence[int]],
     written_by: Mapping[int, set[int]],
     python: Sequence[str],
@@ -163,8 +163,9 @@ def _sight(
 ) -> Sight:
     """Each own Python file can see what any JIT source includes: a program's text is put
     together from strings anywhere in the package's Python."""
+    paths = lookup.paths
     n = len(paths)
-    targets = tuple(dict.fromkeys(_named(paths, jit))) if python else ()
+    targets = tuple(dict.fromkeys(_named(lookup, jit))) if python else ()
     out = [tuple(dict.fromkeys([*edges[i], *sorted(written_by.get(i, ()))])) for i in range(n)]
     return Sight(
         (*paths, *python),
@@ -193,7 +194,7 @@ class Reached:
 
 
 def _behind(
-    paths: Sequence[str],
+    lookup: Lookup,
     edges: Sequence[Sequence[int]],
     roots: list[int],
     patterns: list[int],
@@ -205,21 +206,20 @@ def _behind(
     names no file in particular."""
     if not lists:
         return {}
-    units = {i: sites for name, sites in lists.items() for i in _named(paths, {name})}
+    units = {i: sites for name, sites in lists.items() for i in _named(lookup, {name})}
     front = closure([i for i in roots + patterns if i not in units and i not in others], edges)
     out: dict[int, set[str]] = {}
     for i, sites in units.items():
         for j in closure([i], edges) - front:
             out.setdefault(j, set()).update(sites)
-    return {paths[j]: tuple(sorted(sites)) for j, sites in out.items()}
+    return {lookup.paths[j]: tuple(sorted(sites)) for j, sites in out.items()}
 
 
-def _named(paths: Sequence[str], names: set[str]) -> list[int]:
+def _named(lookup: Lookup, names: set[str]) -> list[int]:
     """The files include names written in a JIT source reach (``{name}`` matches any name)."""
-    plain = sorted(n for n in names if "{" not in n)
-    found = resolve([*paths, "<jit>"], [*[()] * len(paths), plain])[-1]
+    found = lookup.named(sorted(n for n in names if "{" not in n))
     patterns = [_placeholder_pattern(n) for n in names if "{" in n]
-    return found + [i for i, p in enumerate(paths) for pattern in patterns if pattern.search(p)]
+    return found + [i for i, p in enumerate(lookup.paths) for pattern in patterns if pattern.search(p)]
 
 
 def closure(roots: Iterable[int], edges: Sequence[Sequence[int]]) -> set[int]:
