@@ -60,6 +60,23 @@ def test_reading_an_entry_marks_it_used_without_writing_it_again(tmp_path):
     store.close()
 
 
+@pytest.mark.parametrize(
+    "kept",
+    [
+        {"path": "pkg/caf\udce9.py", "n": 1},  # a file name that is not UTF-8, as os.fsdecode gives it
+        {"mask": 2**70, "ok": [True, None]},
+        {"é": ["ü", "\u2028", ""]},
+    ],
+)
+def test_an_entry_comes_back_as_it_was_kept_whoever_wrote_its_json(tmp_path, kept):
+    """Entries are written by orjson, or by the standard library where orjson declines (a lone
+    surrogate, an integer past 64 bits): either way they read back equal."""
+    store = Cache(tmp_path)
+    store.put_many([("k", kept)])
+    assert store.get("k") == kept
+    store.close()
+
+
 def test_an_entry_larger_than_the_cap_is_not_kept_and_evicts_nothing(tmp_path):
     store = Cache(tmp_path, max_bytes=1000)
     store.put_many([("small", value(1))])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints
 
 from auditor import __version__
 from auditor.fingerprint import content_digest as content_digest
+from auditor.fingerprint import json_bytes
 from auditor.fingerprint import json_digest as json_digest
 from auditor.model import (
     Binary,
@@ -317,7 +318,7 @@ def _check(key: str, text: str) -> str:
 
 def _seal(key: str, value: Any) -> str:
     """An entry's stored text: the digest of key and JSON, a newline, the JSON."""
-    text = json.dumps(value, separators=(",", ":"))
+    text = json_bytes(value).decode("utf-8")
     return f"{_check(key, text)}\n{text}"
 
 
