@@ -43,14 +43,23 @@ def json_digest(parts: Any) -> str:
 
 def json_bytes(value: Any) -> bytes:
     """A JSON-able value as compact JSON: by orjson, six times faster than the standard library
-    on the cache's large entries; by the standard library where orjson declines (a lone
-    surrogate in a path that is not UTF-8, an integer past 64 bits, a key that is no string).
-    The values are made of strings, integers, booleans, lists and dicts: orjson would write a
-    float that is not finite as null."""
+    on the cache's large entries; where orjson declines (a lone surrogate in a path that is not
+    UTF-8, an integer past 64 bits, a key that is no string), by the standard library after one
+    space, which :func:`json_value` reads as the mark of its writer. The values are made of
+    strings, integers, booleans, lists and dicts: orjson would write a float that is not finite
+    as null."""
     try:
         return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return b" " + json.dumps(value, separators=(",", ":")).encode()
+
+
+def json_value(data: bytes) -> Any:
+    """What :func:`json_bytes` wrote: orjson reads its own output without a string of the whole
+    text (which, with one character past Latin-1, takes two or four bytes a character); the
+    standard library reads the rest (orjson would read an integer past 64 bits as a float).
+    Raises ValueError on anything that is not JSON."""
+    return json.loads(data) if data[:1] == b" " else orjson.loads(data)
 
 
 def content_digest(data: bytes) -> str:
