@@ -237,11 +237,11 @@ def test_corrupt_or_foreign_cache_entries_are_ignored(tmp_path, capsys, damage):
                 db.execute("UPDATE entries SET value = ? WHERE key = ?", (b"{not json" if i % 2 else "{not json", k))
             elif damage == "moved between keys":  # each entry under its neighbour's key
                 db.execute("UPDATE entries SET value = ? WHERE key = ?", (rows[(i + 1) % len(rows)][1], k))
-            elif damage == "unsealed JSON":  # the JSON alone, or with its text altered
-                text = v.partition(b"\n")[2]
-                db.execute(
-                    "UPDATE entries SET value = ? WHERE key = ?", (text if i % 2 else v.replace(b"sm_90", b"sm_80"), k)
-                )
+            elif damage == "unsealed JSON":  # the JSON without its seal, or with its text altered
+                if i % 2:
+                    db.execute("UPDATE entries SET seal = ? WHERE key = ?", (b"", k))
+                else:
+                    db.execute("UPDATE entries SET value = ? WHERE key = ?", (v.replace(b"sm_90", b"sm_80"), k))
             elif damage == "wrong shapes" and k.startswith("input:"):
                 db.execute("DELETE FROM entries WHERE key = ?", (k,))
         db.commit()
