@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from auditor import cli, config
+from auditor.model import SEVERITIES
+from auditor.pipeline import kept
 from auditor.pipeline.cache import Cache
 from tests.conftest import gated_tree
 
@@ -180,3 +182,16 @@ def test_a_bad_cache_max_flag_is_a_usage_error(tmp_path, capsys):
 )
 def test_sizes(text, size):
     assert config.parse_size(text) == size
+
+
+def test_a_kept_report_comes_back_as_it_was_written(tmp_path):
+    """A report is kept as a line of JSON (its key, its outcome) and then its text as it is:
+    a file name that is not UTF-8 and characters past Latin-1 come back unchanged."""
+    store = Cache(tmp_path)
+    text = '{"file": "pkg/caf\udce9.py", "admits": "\u2265 12.0"}\n{"second": "line"}\n'
+    outcome = kept.Outcome(("archaudit: pkg/x.py: unreadable",), (SEVERITIES[0],), False)
+    kept.keep(store, "result-key", ["input"], "", {"json": text}, outcome)
+    assert kept.find(store, "result-key", ["input"], "", ["json"]) == ({"json": text}, outcome)
+    assert kept.find(store, "another-key", ["input"], "", ["json"]) is None
+    assert kept.find(store, "result-key", ["input"], "https://example.org", ["json"]) is None
+    store.close()

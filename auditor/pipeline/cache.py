@@ -185,6 +185,20 @@ class Cache:
         """The decoded entries found among ``keys`` (missing and unreadable ones left out);
         those found count as used now."""
         out: dict[str, Any] = {}
+        for key, data in self.get_raw_many(keys).items():
+            try:
+                out[key] = json_value(data)
+            except (ValueError, TypeError, RecursionError):
+                pass
+        return out
+
+    def get_raw(self, key: str) -> bytes | None:
+        """The bytes kept under ``key`` by :meth:`put_raw_many`, or None."""
+        return self.get_raw_many([key]).get(key)
+
+    def get_raw_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The bytes of the entries found among ``keys`` whose seal holds; they count as used now."""
+        out: dict[str, bytes] = {}
         if self.db is None:
             return out
         unique = sorted(set(keys))
@@ -195,9 +209,8 @@ class Cache:
                     f"SELECT key, seal, value FROM entries WHERE key IN ({','.join('?' * len(part))})", part
                 ).fetchall()
                 for key, seal, value in rows:
-                    entry = _open(key, seal, value)
-                    if entry is not None:
-                        out[key] = entry
+                    if isinstance(seal, bytes) and isinstance(value, bytes) and seal == _seal(key, value):
+                        out[key] = value
         except sqlite3.Error:
             return {}
         self._touch(list(out))
@@ -214,13 +227,23 @@ class Cache:
             pass  # a read-only cache still answers
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
-        """Store entries, then evict the least recently used past the cap; a read-only or
-        broken cache is silently skipped."""
+        """Store JSON-able entries (:meth:`put_raw_many`)."""
+        if self.db is None or not items:
+            return
+        try:
+            encoded = [(k, json_bytes(v)) for k, v in items]
+        except (ValueError, TypeError):
+            return
+        self.put_raw_many(encoded)
+
+    def put_raw_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store entries as bytes, then evict the least recently used past the cap; a read-only
+        or broken cache is silently skipped."""
         if self.db is None or not items:
             return
         now = time.time_ns()
         try:
-            rows = [(k, _seal(k, data), data) for k, v in items for data in (json_bytes(v),)]
+            rows = [(k, _seal(k, data), data) for k, data in items]
             fits = [r for r in rows if len(r[0]) + len(r[2]) <= self.max_bytes]
             with self.db:
                 self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?)", fits)
@@ -320,21 +343,11 @@ class Cache:
 
 
 def _seal(key: str, data: bytes) -> bytes:
-    """An entry's seal: the digest of its key and its JSON (UTF-8)."""
+    """An entry's seal: the digest of its key and its bytes."""
     h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16)
     h.update(b"\0")
     h.update(data)
     return h.digest()
-
-
-def _open(key: str, seal: Any, data: Any) -> Any:
-    """The value of a stored entry, or None when it is not the JSON :func:`_seal` sealed for this key."""
-    if not isinstance(seal, bytes) or not isinstance(data, bytes) or seal != _seal(key, data):
-        return None
-    try:
-        return json_value(data)
-    except (ValueError, TypeError, RecursionError):
-        return None
 
 
 # --- JSON <-> model ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from auditor.fingerprint import json_bytes, json_value
 from auditor.model import SEVERITIES, AuditResult
 from auditor.pipeline.cache import Cache, json_digest, tool_digest
 from auditor.pipeline.workers import FileRead, Read
@@ -63,18 +64,22 @@ def find(
     texts: dict[F, str] = {}
     outcomes: list[Outcome] = []
     for fmt, (slot, want) in _slots(key, inputs, link_base, formats).items():
-        hit = store.get(slot)
+        data = store.get_raw(slot)
+        head, _, text = data.partition(b"\n") if data is not None else (b"", b"", b"")
+        try:
+            hit = json_value(head)
+            texts[fmt] = text.decode("utf-8", "surrogatepass")
+        except ValueError:  # no JSON first line, or a text that is not UTF-8
+            return None
         if (
             not isinstance(hit, dict)
             or hit.get("key") != want
-            or not isinstance(hit.get("text"), str)
             or not _strings(hit.get("errors"))
             or not _strings(hit.get("severities"))
             or not set(hit["severities"]) <= set(SEVERITIES)
             or not isinstance(hit.get("failed"), bool)
         ):
             return None
-        texts[fmt] = hit["text"]
         outcomes.append(Outcome(tuple(hit["errors"]), tuple(hit["severities"]), hit["failed"]))
     return texts, outcomes[-1]
 
@@ -82,21 +87,15 @@ def find(
 def keep(
     store: Cache, key: str, inputs: Sequence[str], link_base: str, texts: Mapping[F, str], outcome: Outcome
 ) -> None:
-    """Keep each format's text for the next scan of the result named ``key``."""
+    """Keep each format's text for the next scan of the result named ``key``: a line of JSON
+    (the key it is kept for, the outcome), then the text as it is. Held in JSON, the text of
+    BIG's report (77 MB) was escaped into another copy of itself and parsed out of it again."""
     if not key:
         return
-    store.put_many(
+    outcome_of = {"errors": list(outcome.errors), "severities": list(outcome.severities), "failed": outcome.failed}
+    store.put_raw_many(
         [
-            (
-                slot,
-                {
-                    "key": want,
-                    "text": texts[f],
-                    "errors": list(outcome.errors),
-                    "severities": list(outcome.severities),
-                    "failed": outcome.failed,
-                },
-            )
+            (slot, json_bytes({"key": want, **outcome_of}) + b"\n" + texts[f].encode("utf-8", "surrogatepass"))
             for f, (slot, want) in _slots(key, inputs, link_base, texts).items()
         ]
     )
