@@ -69,7 +69,7 @@ def find(
         try:
             hit = json_value(head)
             texts[fmt] = text.decode("utf-8", "surrogatepass")
-        except ValueError:  # no JSON first line, or a text that is not UTF-8
+        except (ValueError, RecursionError):  # no JSON first line, or a text that is not UTF-8
             return None
         if (
             not isinstance(hit, dict)

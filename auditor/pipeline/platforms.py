@@ -75,8 +75,9 @@ def with_platform(gates: Sequence[Gate], files: Sequence[SourceFile], targets: S
 
 class _Reader:
     """The input's files as :func:`with_platform` reads them for the ``guarded`` facts
-    (``wanted``): each file decoded, split and searched once, since every gate of a file (and
-    every build flag of a function) asks the same of it again."""
+    (``wanted``). Every gate of a file (and every build flag of a function) asks the same of it
+    again, so the answers are kept (a file's classes, what a span needs, what a build's sources
+    need); the text and lines of the last :data:`HELD_FILES` files read are kept too."""
 
     def __init__(self, files: Sequence[SourceFile], wanted: list[platform.Fact]) -> None:
         self.by_path = {f.path: f for f in files}
