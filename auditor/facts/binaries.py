@@ -724,7 +724,7 @@ class _Reach:
         self._importers: dict[str, set[str]] | None = None
         self._by_folder: Mapping[str, tuple[str, ...]] | None = None
         self._named_memo: dict[str, frozenset[str]] = {}
-        self._targets_memo: dict[tuple[str, int, int], set[str]] = {}
+        self._targets_memo: dict[tuple[str, int, int], frozenset[str]] = {}
         self._built_memo: dict[tuple[str, int, int], frozenset[str]] = {}
         self._after_memo: dict[tuple[str, str, int, frozenset[str], str], tuple[frozenset[str], bool]] = {}
 
@@ -962,13 +962,13 @@ class _Reach:
                 return {t for a, b in spans for t in self._targets(src, a, b)}
         return set()
 
-    def _targets(self, src: _Source, first: int, last: int) -> set[str]:
+    def _targets(self, src: _Source, first: int, last: int) -> frozenset[str]:
         """The build targets lines ``first..last`` of a file name: a function's, asked for by
-        every gate whose code calls it. Not to be changed by the caller."""
+        every gate whose code calls it."""
         key = (src.module, first, last)
         found = self._targets_memo.get(key)
         if found is None:
-            found = self._targets_memo[key] = build_targets(_code(src.lines[first - 1 : last]))
+            found = self._targets_memo[key] = frozenset(build_targets(_code(src.lines[first - 1 : last])))
         return found
 
     def elsewhere(self, package: str) -> bool:

@@ -65,7 +65,9 @@ def find(
     outcomes: list[Outcome] = []
     for fmt, (slot, want) in _slots(key, inputs, link_base, formats).items():
         data = store.get_raw(slot)
-        head, _, text = data.partition(b"\n") if data is not None else (b"", b"", b"")
+        if data is None:
+            return None
+        head, _, text = data.partition(b"\n")
         try:
             hit = json_value(head)
             texts[fmt] = text.decode("utf-8", "surrogatepass")
