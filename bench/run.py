@@ -41,6 +41,8 @@ ENVIRONMENT = ("torch==2.14.1", "triton==3.8.0", "sgl-kernel==0.3.21", "flashinf
 """--environment: these wheels unpacked whole into one site-packages-like tree."""
 EXPLAINED = "sgl-kernel==0.3.21"
 """--explain: the wheel whose gate is explained from a warm cache."""
+DIFFED = ("flashinfer-python==0.6.7", "flashinfer-python==0.7.4")
+"""--diff: the pre-upgrade review timed, old release first."""
 NO_HOST_PASS = {"ARCHAUDIT_BENCH_NO_HOST_PASS": "1"}
 """Environment that turns archaudit's host C++ pass off (auditor/pipeline/workers.py), for --host-pass."""
 TOOLS = ("ripgrep", "archaudit", "semgrep", "ast-grep")
@@ -956,6 +958,25 @@ def environment_case(args: argparse.Namespace, base: list[str], install: bool) -
     ]
 
 
+def _command_row(label: str, rs: list[Run]) -> list[str]:
+    """Median wall, spread, CPU and memory of one command's good runs (``error`` without one)."""
+    if not rs:
+        return [label, "error", "–", "–", "–", "–"]
+    w = [r.wall for r in rs]
+    spread = f"{fmt_s(min(w))}–{fmt_s(max(w))}" if len(w) > 1 else "–"
+    return [
+        label,
+        fmt_s(median(w)),
+        spread,
+        fmt_s(median([r.cpu for r in rs])),
+        f"{max(r.maxrss_kib for r in rs) / 1024:.0f}",
+        f"{max(r.tree_rss_kib for r in rs) / 1024:.0f}",
+    ]
+
+
+COMMAND_HEADER = ["command", "median wall s", "min–max s", "CPU s", "peak RSS MiB", "tree RSS MiB"]
+
+
 def explain_case(args: argparse.Namespace, base: list[str]) -> list[str]:
     """A wheel scanned with a fresh cache, then ``archaudit explain`` of its first finding's gate
     from that cache, ``--runs`` times."""
@@ -973,21 +994,6 @@ def explain_case(args: argparse.Namespace, base: list[str]) -> list[str]:
     runs = [run_once([*base, "explain", where, *common], args.timeout) for _ in range(args.runs)]
     good = [r for r in runs if r.rc in (0, 1) and r.stdout]
     walls = [r.wall for r in good]
-
-    def row(label: str, rs: list[Run]) -> list[str]:
-        if not rs:
-            return [label, "error", "–", "–", "–", "–"]
-        w = [r.wall for r in rs]
-        spread = f"{fmt_s(min(w))}–{fmt_s(max(w))}" if len(w) > 1 else "–"
-        return [
-            label,
-            fmt_s(median(w)),
-            spread,
-            fmt_s(median([r.cpu for r in rs])),
-            f"{max(r.maxrss_kib for r in rs) / 1024:.0f}",
-            f"{max(r.tree_rss_kib for r in rs) / 1024:.0f}",
-        ]
-
     log(f"explain: {len(good)}/{len(runs)} good runs, median {fmt_s(median(walls))} s")
     return [
         "",
@@ -997,9 +1003,37 @@ def explain_case(args: argparse.Namespace, base: list[str]) -> list[str]:
         f"{wheel.name}::{first['file']}:{first['line']}` from it.",
         "",
         table(
-            ["command", "median wall s", "min–max s", "CPU s", "peak RSS MiB", "tree RSS MiB"],
-            [row("scan (cold, fills the cache)", [scan] if scan.rc in (0, 1) else []), row("explain, warm", good)],
+            COMMAND_HEADER,
+            [
+                _command_row("scan (cold, fills the cache)", [scan] if scan.rc in (0, 1) else []),
+                _command_row("explain, warm", good),
+            ],
         ),
+    ]
+
+
+def diff_case(args: argparse.Namespace, base: list[str]) -> list[str]:
+    """``archaudit diff`` of the two wheels of :data:`DIFFED`: ``--runs`` times without a cache,
+    then as often with a cache the first of them filled."""
+    old, new = ensure_wheels(args.wheel_dir.expanduser(), DIFFED)
+    warm_dir = args.cache_dir / "archaudit-cache" / "diff"
+    shutil.rmtree(warm_dir, ignore_errors=True)
+    command = [*base, "diff", str(old), str(new), "--format", "json", "--jobs", str(args.jobs)]
+    cold = [run_once([*command, "--no-cache"], args.timeout) for _ in range(args.runs)]
+    primed = run_once([*command, "--cache-dir", str(warm_dir)], args.timeout)
+    warm = [run_once([*command, "--cache-dir", str(warm_dir)], args.timeout) for _ in range(args.runs)]
+    cold, warm = [r for r in cold if r.rc in (0, 1) and r.stdout], [r for r in warm if r.rc in (0, 1) and r.stdout]
+    outputs = {r.stdout for r in (*cold, *warm, primed) if r.rc in (0, 1) and r.stdout}
+    same = {0: "no good run", 1: "byte-identical"}.get(len(outputs), "NOT identical")
+    log(f"diff: cold {[round(r.wall, 1) for r in cold]} s, warm {[round(r.wall, 1) for r in warm]} s; JSON {same}")
+    return [
+        "",
+        "## Diff",
+        "",
+        f"`archaudit diff {old.name} {new.name}`: without a cache, then with the cache of one run "
+        f"before. The JSON of every good run: {same}.",
+        "",
+        table(COMMAND_HEADER, [_command_row("diff, no cache", cold), _command_row("diff, warm", warm)]),
     ]
 
 
@@ -1057,6 +1091,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help=f"also scan an environment: {', '.join(ENVIRONMENT)} unpacked whole into one tree",
     )
     p.add_argument("--explain", action="store_true", help=f"also time `archaudit explain` warm on {EXPLAINED}")
+    p.add_argument("--diff", action="store_true", help=f"also time `archaudit diff` of {' and '.join(DIFFED)}")
     p.add_argument(
         "--output", default=str(BENCH / "results.md"), help="Markdown file to write, '' for none (default %(default)s)"
     )
@@ -1212,6 +1247,8 @@ def main(argv=None) -> int:
         lines += environment_case(args, base, install)
     if args.explain:
         lines += explain_case(args, base)
+    if args.diff:
+        lines += diff_case(args, base)
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.output:

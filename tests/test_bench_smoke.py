@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -84,3 +85,38 @@ def test_quick_bench_writes_table(tmp_path):
     one = int(rows["1× ¼"][7])
     assert one >= 1 and int(rows["2× ¼"][7]) == 2 * one and int(rows["4× ¼"][7]) == 4 * one
     assert int(rows["4× ¼"][2]) == 4 * int(rows["1× ¼"][2])
+
+
+def _wheel(where, version: str, body: str):
+    """A tiny wheel under the name and version the bench's diff asks for (no download)."""
+    path = where / f"flashinfer_python-{version}-py3-none-any.whl"
+    info = f"flashinfer_python-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("flashinfer/gate.py", body)
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    return path
+
+
+@pytest.mark.slow
+def test_the_diff_case_times_both_ways_and_compares_the_json(tmp_path):
+    tree, wheels = tmp_path / "tree", tmp_path / "wheels"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "gate.py").write_text(PY)
+    wheels.mkdir()
+    _wheel(wheels, "0.6.7", PY)
+    _wheel(wheels, "0.7.4", PY.replace("[0] >= 10", "[0] in (10, 11)"))
+    out = tmp_path / "results.md"
+    cmd = [sys.executable, str(ROOT / "bench" / "run.py"), "--tree", str(tree), "--tools", "ripgrep"]
+    cmd += ["--no-install", "--no-scaling", "--diff", "--runs", "2", "--wheel-dir", str(wheels)]
+    cmd += ["--cache-dir", str(tmp_path / "cache"), "--output", str(out), "--timeout", "300"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = out.read_text()
+    assert "## Diff" in text and "The JSON of every good run: byte-identical." in text
+    rows = {line.split("|")[1].strip(): line.split("|") for line in text.splitlines() if line.startswith("| ")}
+    for label in ("diff, no cache", "diff, warm"):
+        float(rows[label][2])  # a median wall time, not "error"
+        low, high = rows[label][3].split("–")
+        assert float(low) <= float(rows[label][2]) <= float(high)
