@@ -392,7 +392,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
                 gates, findings = judged_here(found, sources, summaries)
                 return gates, findings, {p: v for p, v in (summaries or {}).items() if p not in before}
 
-            waiting = begun(work)  # what judging leaves in the allocator goes with its process
+            waiting = begun(work, tree=True)  # what judging leaves in the allocator goes with its process
 
             def result() -> tuple[list[Gate], list[Finding]]:
                 done = waiting()

@@ -556,7 +556,7 @@ class Relevance:
     """Whether a definition may matter: it mentions an arch token or a predicate's name. Match
     positions are found once per file and pattern; a test is a bisection."""
 
-    def __init__(self, tokens: re.Pattern) -> None:
+    def __init__(self, tokens: Any) -> None:
         self.tokens = tokens
         self.words: Words | None = None
         self.known: frozenset[str] = frozenset()
@@ -607,19 +607,17 @@ def _not_source(data: bytes) -> str:
     return ""
 
 
-def _split(files, pattern: re.Pattern, errors: list) -> tuple[list, list]:
+def _split(files, pattern: Any, errors: list) -> tuple[list, list]:
     """Each file read once: (files with an arch token, their bytes in hand; (file, the words
     of its imports) for the others, which are read again only if they import a predicate).
-    Files that are no Python source go to ``errors``. A literal search first (fast), the
-    pattern only where a literal hit."""
-    literals = names.literals()
+    Files that are no Python source go to ``errors``. ``pattern``: RE2 (one pass a file)."""
     hit, miss = [], []
     for f in files:
         data = f.data  # a LazyFile reads its bytes here
         reason = _not_source(data)
         if reason:
             errors.append(model.FileError(f.path, reason, f.input))
-        elif any(lit in data for lit in literals) and pattern.search(data):
+        elif pattern.search(data):
             hit.append(model.SourceFile(f.path, data, "python", f.input))
         else:
             miss.append((f, imported(data)))
