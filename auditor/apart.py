@@ -6,9 +6,7 @@ objects): no ``free`` gives them back, but a process that exits does. Only the r
 must pickle, comes back; the child's progress reports are passed on as they come.
 
 The result is pickled straight into the pipe and read from it, never held whole as bytes on
-either side. A result that is a tree (no object reached twice, as judged gates are) is pickled
-without the pickler's memo: on BIG's judged C/CUDA gates the memo and the bytes together were
-132 MB at the moment the judging process peaked.
+either side (BIG's judged C/CUDA gates pickled to 54 MB, held by the child at its peak).
 """
 
 from __future__ import annotations
@@ -27,17 +25,16 @@ _UNPICKLABLE = 70
 """The child's exit status when its result failed to pickle part way into the pipe."""
 
 
-def apart(work: Callable[[Report], T], progress: Report | None = None, tree: bool = False) -> T | None:
+def apart(work: Callable[[Report], T], progress: Report | None = None) -> T | None:
     """``work(report)`` in a forked child; its result, or None when the child ended without one
     (killed, out of memory) or this platform does not fork (the child must inherit the
     caller's state): the caller then does the work itself. An exception in ``work`` is raised
     here again (as a RuntimeError with its text when it does not pickle); so is a result that
-    does not pickle. ``tree``: the result reaches no object twice (shared objects would come
-    back as copies, a cycle would not pickle)."""
-    return begun(work, progress, tree)()
+    does not pickle."""
+    return begun(work, progress)()
 
 
-def begun(work: Callable[[Report], T], progress: Report | None = None, tree: bool = False) -> Callable[[], T | None]:
+def begun(work: Callable[[Report], T], progress: Report | None = None) -> Callable[[], T | None]:
     """:func:`apart`, started: the child runs while the caller goes on (two such children use
     two cores), and calling what this returns waits for its result. The child's progress
     reports are passed on while the caller waits."""
@@ -50,10 +47,8 @@ def begun(work: Callable[[Report], T], progress: Report | None = None, tree: boo
         os.close(read_end)
         with open(write_end, "wb", buffering=PIPE_BUFFER) as out:
 
-            def say(message: tuple, fast: bool = False) -> None:
-                pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
-                pickler.fast = fast
-                pickler.dump(message)
+            def say(message: tuple) -> None:
+                pickle.dump(message, out, protocol=pickle.HIGHEST_PROTOCOL)
                 out.flush()
 
             try:
@@ -61,7 +56,7 @@ def begun(work: Callable[[Report], T], progress: Report | None = None, tree: boo
             except BaseException as exc:  # handed to the parent, which raises it
                 value = ("error", _picklable(exc))
             try:
-                say(value, fast=tree and value[0] == "done")
+                say(value)
             except Exception:  # part of a pickle is in the pipe already
                 os._exit(_UNPICKLABLE)
 

@@ -44,6 +44,8 @@ def test_an_exception_is_raised_in_the_caller():
 def test_a_result_that_does_not_pickle_is_an_error():
     with pytest.raises(RuntimeError, match="pickle"):
         apart(lambda report: lambda: 1)
+    with pytest.raises(RuntimeError, match="pickle"):  # part of it written into the pipe first
+        apart(lambda report: [bytes(100_000), lambda: 1])
 
 
 def test_a_child_that_dies_gives_none():
@@ -75,26 +77,6 @@ def test_begun_work_runs_while_the_caller_goes_on(tmp_path):
     assert (second(), first()) == ("together", "together")
 
 
-def test_a_tree_comes_back_equal_and_a_shared_object_as_copies():
-    shared = ("cuda", 12)
-    value = [{"gate": i, "where": shared} for i in range(3)]
-    back = apart(lambda report: value, tree=True)
-    assert back == value and back[0]["where"] is not back[1]["where"]
-    kept = apart(lambda report: value)  # with the memo, what is shared stays shared
-    assert kept == value and kept[0]["where"] is kept[1]["where"]
-
-
-def test_a_cycle_sent_as_a_tree_is_an_error():
-    def work(report):
-        loop: list = []
-        loop.append(loop)
-        return loop
-
-    with pytest.raises(RuntimeError, match="pickle"):
-        apart(work, tree=True)
-    assert apart(work)[0] is not None  # with the memo it pickles
-
-
 def test_a_result_larger_than_the_pipe_streams_through():
     """Progress before and after a result of many megabytes, read while the child writes."""
     seen: list[tuple] = []
@@ -103,7 +85,7 @@ def test_a_result_larger_than_the_pipe_streams_through():
         report("start")
         return [bytes([i % 251]) * 1000 for i in range(20_000)]
 
-    back = apart(work, lambda *args: seen.append(args), tree=True)
+    back = apart(work, lambda *args: seen.append(args))
     assert len(back) == 20_000 and back[7] == bytes([7]) * 1000 and seen == [("start",)]
 
 

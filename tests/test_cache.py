@@ -8,12 +8,13 @@ import json
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 
 from auditor import cli, config
-from auditor.model import SEVERITIES
+from auditor.model import SEVERITIES, Domain, Feature, Gate, GateKind, Language, held_once
 from auditor.pipeline import kept
-from auditor.pipeline.cache import Cache
+from auditor.pipeline.cache import Cache, decode_gates, encode_gates
 from tests.conftest import gated_tree
 
 
@@ -195,3 +196,24 @@ def test_a_kept_report_comes_back_as_it_was_written(tmp_path):
     assert kept.find(store, "another-key", ["input"], "", ["json"]) is None
     assert kept.find(store, "result-key", ["input"], "https://example.org", ["json"]) is None
     store.close()
+
+
+def _judged(line: int) -> Gate:
+    """A judged gate whose values are built afresh on every call, as each gate's are."""
+    feature = Feature("ptx", 2, "cp.async.bulk", "9.0", (("12.0", "yes"),), "", "")
+    toolkits = tuple([("12.0", tuple(["12.8", "13.0"]))])
+    return Gate(
+        f"g{line}", "/".join(["src", "k.cuh"]), line, line, Language.CUDA, GateKind.PREPROCESSOR,
+        "__CUDA_ARCH__ >= 900", Domain.TARGET, ("sm_90",), features=(feature,), toolkits=toolkits, input="pkg",
+    )  # fmt: skip
+
+
+def test_gates_come_back_equal_with_their_repeated_values_held_once():
+    """A whole environment's gates repeat a few features, toolkits and paths: decoded (as a warm
+    scan reads them) or judged (as a judging process sends them back), each is one object."""
+    gates = [_judged(1), _judged(2)]
+    assert gates[0].features is not gates[1].features and gates[0].file is not gates[1].file
+    for back in (decode_gates(orjson.loads(orjson.dumps(encode_gates(gates)))), held_once(gates)):
+        assert back == gates
+        assert back[0].features is back[1].features and back[0].toolkits is back[1].toolkits
+        assert back[0].file is back[1].file and back[0].id != back[1].id

@@ -434,6 +434,11 @@ def decode_gates(d: Any) -> list[Gate]:
     strs = [index[n] for n in _STRS]
     words = [(index[n], word) for n, word in _WORDS.items()]
     feats, res, body, kits = index["features"], index["resolutions"], index["body_lines"], index["toolkits"]
+    pool: dict = {}  # equal values held once: a whole environment's gates repeat most of theirs
+
+    def one(value: Any) -> Any:
+        return pool.setdefault(value, value)
+
     out = []
     for row in d["rows"]:
         if type(row) is not list or len(row) != len(_GATE_FIELDS):
@@ -446,17 +451,23 @@ def decode_gates(d: Any) -> list[Gate]:
         for i in ints:
             _int(v[i])
         for i in strs:
-            _str(v[i])
+            v[i] = one(_str(v[i]))
         for i, word in words:
             v[i] = word(_str(v[i]))
-        v[feats] = tuple(
-            Feature(_str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n), _str(s))
-            for t, ln, f, m, on, n, s in v[feats]
+        v[feats] = one(
+            tuple(
+                one(
+                    Feature(
+                        _str(t), _int(ln), _str(f), _str(m), tuple((_str(c), _str(w)) for c, w in on), _str(n), _str(s)
+                    )
+                )
+                for t, ln, f, m, on, n, s in v[feats]
+            )
         )
-        v[res] = tuple(Resolution(_str(n), _str(f), _int(ln), _str(dt)) for n, f, ln, dt in v[res])
+        v[res] = one(tuple(Resolution(_str(n), _str(f), _int(ln), _str(dt)) for n, f, ln, dt in v[res]))
         first, last = v[body]
-        v[body] = (_int(first), _int(last))
-        v[kits] = tuple((_str(target), tuple(_str(r) for r in releases)) for target, releases in v[kits])
+        v[body] = one((_int(first), _int(last)))
+        v[kits] = one(tuple((_str(target), tuple(_str(r) for r in releases)) for target, releases in v[kits]))
         out.append(Gate(*v))
     return out
 

@@ -44,6 +44,7 @@ from auditor.model import (
     Severity,
     Target,
     excerpt_windows,
+    held_once,
 )
 from auditor.pipeline import builds, calls, kept, reach
 from auditor.pipeline.arguments import with_arguments
@@ -392,7 +393,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
                 gates, findings = judged_here(found, sources, summaries)
                 return gates, findings, {p: v for p, v in (summaries or {}).items() if p not in before}
 
-            waiting = begun(work, tree=True)  # what judging leaves in the allocator goes with its process
+            waiting = begun(work)  # what judging leaves in the allocator goes with its process
 
             def result() -> tuple[list[Gate], list[Finding]]:
                 done = waiting()
@@ -416,7 +417,7 @@ def _compute(files: list, input_name: str, options: Options, store: Cache, surve
             gates = with_remarks(gates, readable, options.targets)
             gates = with_arguments(gates, readable, options.targets)
             gates = with_extensions(gates, readable, binaries, open_file, summaries)
-            gates = with_platform(gates, readable, options.targets)
+            gates = held_once(with_platform(gates, readable, options.targets))
             return gates, apply_rules(gates, sources, options, packages)
 
         c_key = f"cuda:{key}:{','.join(t.label for t in options.targets)}"
