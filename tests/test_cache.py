@@ -217,3 +217,18 @@ def test_gates_come_back_equal_with_their_repeated_values_held_once():
         assert back == gates
         assert back[0].features is back[1].features and back[0].toolkits is back[1].toolkits
         assert back[0].file is back[1].file and back[0].id != back[1].id
+
+
+def test_an_entry_written_in_parts_reads_back_whole_and_sealed(tmp_path):
+    """A kept report is written as its header and its text, in place, never joined; it reads
+    back as one, its size counted whole, and a byte changed in the file is a miss."""
+    store = Cache(tmp_path)
+    parts = (b'{"key": "k"}\n', "text é ".encode() * 50_000)
+    store.put_raw_many([("report", parts), ("small", (b"one",))])
+    assert store.get_raw("report") == b"".join(parts) and store.get_raw("small") == b"one"
+    assert store.db is not None
+    (size,) = store.db.execute("SELECT size FROM uses WHERE key = 'report'").fetchone()
+    assert size == len("report") + sum(map(len, parts))
+    store.db.execute("UPDATE entries SET value = CAST(REPLACE(value, 'text', 'TEXT') AS BLOB) WHERE key = 'report'")
+    assert store.get_raw("report") is None
+    store.close()

@@ -97,7 +97,7 @@ def keep(
     outcome_of = {"errors": list(outcome.errors), "severities": list(outcome.severities), "failed": outcome.failed}
     store.put_raw_many(
         [
-            (slot, json_bytes({"key": want, **outcome_of}) + b"\n" + texts[f].encode("utf-8", "surrogatepass"))
+            (slot, (json_bytes({"key": want, **outcome_of}) + b"\n", texts[f].encode("utf-8", "surrogatepass")))
             for f, (slot, want) in _slots(key, inputs, link_base, texts).items()
         ]
     )
