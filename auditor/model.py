@@ -397,13 +397,14 @@ class Excerpt:
 
 
 def held_once(gates: Iterable[Gate]) -> list[Gate]:
-    """The gates, each field's equal values held as one object. Thousands of gates repeat a
-    few features, toolkits and paths: BIG's 38,824 judged C/CUDA gates take 46 MB so, 150 MB
-    otherwise, and as little to pickle (with the memo) as to hold."""
+    """The gates, each field's equal strings and tuples held as one object. Thousands of gates
+    repeat a few features, toolkits and paths: BIG's 38,824 judged C/CUDA gates take 46 MB so,
+    150 MB otherwise, and as little to pickle (with the memo) as to hold. Enum members are left
+    alone: a member equals its value as a string, and must stay a member."""
     pool: dict = {}
     one = pool.setdefault
     values = attrgetter(*(f.name for f in fields(Gate)))
-    return [Gate(*[one(v, v) for v in values(g)]) for g in gates]
+    return [Gate(*[one(v, v) if type(v) is str or type(v) is tuple else v for v in values(g)]) for g in gates]
 
 
 EXCERPT_BEFORE = 1
