@@ -974,6 +974,11 @@ def _command_row(label: str, rs: list[Run]) -> list[str]:
     ]
 
 
+def _answered(r: Run) -> bool:
+    """A run that ended with a result (exit 0, or 1 for findings) and printed it."""
+    return r.rc in (0, 1) and bool(r.stdout)
+
+
 COMMAND_HEADER = ["command", "median wall s", "min–max s", "CPU s", "peak RSS MiB", "tree RSS MiB"]
 
 
@@ -992,7 +997,7 @@ def explain_case(args: argparse.Namespace, base: list[str]) -> list[str]:
         return ["", "## Explain", "", f"The scan of {wheel.name} gave no finding to explain (rc={scan.rc})."]
     where = f"{wheel}::{first['file']}:{first['line']}"
     runs = [run_once([*base, "explain", where, *common], args.timeout) for _ in range(args.runs)]
-    good = [r for r in runs if r.rc in (0, 1) and r.stdout]
+    good = [r for r in runs if _answered(r)]
     walls = [r.wall for r in good]
     log(f"explain: {len(good)}/{len(runs)} good runs, median {fmt_s(median(walls))} s")
     return [
@@ -1022,8 +1027,8 @@ def diff_case(args: argparse.Namespace, base: list[str]) -> list[str]:
     cold = [run_once([*command, "--no-cache"], args.timeout) for _ in range(args.runs)]
     primed = run_once([*command, "--cache-dir", str(warm_dir)], args.timeout)
     warm = [run_once([*command, "--cache-dir", str(warm_dir)], args.timeout) for _ in range(args.runs)]
-    cold, warm = [r for r in cold if r.rc in (0, 1) and r.stdout], [r for r in warm if r.rc in (0, 1) and r.stdout]
-    outputs = {r.stdout for r in (*cold, *warm, primed) if r.rc in (0, 1) and r.stdout}
+    cold, warm = [r for r in cold if _answered(r)], [r for r in warm if _answered(r)]
+    outputs = {r.stdout for r in (*cold, *warm, primed) if _answered(r)}
     same = {0: "no good run", 1: "byte-identical"}.get(len(outputs), "NOT identical")
     log(f"diff: cold {[round(r.wall, 1) for r in cold]} s, warm {[round(r.wall, 1) for r in warm]} s; JSON {same}")
     return [
