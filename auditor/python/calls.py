@@ -48,6 +48,7 @@ class Calls(Core):
     """Calls of the input's functions, methods and lambdas, and of names it does not resolve."""
 
     def e_call(self, node: Node, fr: Frame) -> Val:
+        discarded, self.discarded = self.discarded == node, None
         fnode = child(node, "function")
         args, kwargs, splat = self._arguments(child(node, "arguments"), fr)
         name = callee_name(fnode)
@@ -61,6 +62,8 @@ class Calls(Core):
             ):
                 return self.api(name, args, kwargs)
         callee = self.eval(fnode, fr)
+        if discarded:
+            return ANY
         outs = [self.call_elem(x, args, kwargs, name, splat) for x in callee.elems]
         return join(*outs).with_taint(callee.taint) if outs else NOTHING
 
@@ -309,12 +312,13 @@ class Calls(Core):
         return {name: val(_in_form(cap, form), taint=_PARAMETER) for name, form in forms.items()}
 
     def admits(self, key: tuple, labels: tuple[str, ...]) -> frozenset[str]:
-        """Where a resolved predicate (by its definition) can be true, over all capabilities:
-        what its name promises is checked against this."""
+        """Where a resolved predicate (by its definition) can be true, over all capabilities,
+        with the newest chosen toolkit: what its name promises is checked against this."""
         hit = self.cache.get(("admits", key))
         if hit is not None:
             return hit
-        saved = self.cap
+        saved = self.cap, self.toolkit
+        self.toolkit = self.newest  # whichever evaluation asks first, the same answer
         out = set()
         try:
             with self.quiet():
@@ -329,7 +333,7 @@ class Calls(Core):
                     if True in truth(v):
                         out.add(label)
         finally:
-            self.cap = saved
+            self.cap, self.toolkit = saved
         result = frozenset(out)
         self.cache[("admits", key)] = result
         return result

@@ -105,6 +105,9 @@ class Core:
         self.recording = False
         """Scan mode: every evaluation is kept in ``recorded``, both arms of a choice evaluated."""
         self.recorded: list = []
+        self.discarded: Node | None = None
+        """A call whose value its statement throws away (scan mode): its callee and arguments
+        are evaluated and recorded, its body is not run (a statement's value is no gate)."""
         self.conditions: set[int] = set()
         """Ids of the nodes a scan tested as conditions (gates even when not arch-dependent)."""
         self.globals_read: dict[int, tuple[Node, Module, str]] = {}

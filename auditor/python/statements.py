@@ -105,6 +105,7 @@ class Statements(Core):
                 if c.type in ("assignment", "augmented_assignment"):
                     self.assign(c, st, fr)
                 elif self.recording:
+                    self.discarded = c if c.type == "call" else None
                     self.eval(c, fr)
             return st
         if t == "return_statement":

@@ -52,6 +52,24 @@ def test_admits_lists_where_a_resolved_predicate_can_be_true():
     assert it.admits(("g", "p", "HOPPER"), arch.capabilities()) == {"9.0"}
 
 
+def test_admits_answers_with_the_newest_toolkit_whichever_evaluation_asks():
+    # asked first while an older toolkit is evaluated, the answer must not be that toolkit's
+    prog = program(
+        **{
+            "t.py": """
+            import torch
+            from .cpp_ext import version_at_least
+            def is_sm120f_supported():
+                return torch.cuda.get_device_capability()[0] == 12 and version_at_least(torch.version.cuda, "12.9")
+            """
+        }
+    )
+    it = interp(prog)
+    it.toolkit = arch.toolkits()[0].release  # 12.8: too old for this predicate
+    assert it.admits(("g", "t", "is_sm120f_supported"), arch.capabilities()) == {"12.0", "12.1"}
+    assert it.toolkit == arch.toolkits()[0].release
+
+
 def test_a_result_that_did_not_read_the_capability_is_cached_once():
     prog = program(**{"p.py": PREDICATES})
     it = interp(prog)
