@@ -124,7 +124,9 @@ class Calls(Core):
         else:
             for mod, m in self.prog.method_definers(name):
                 f = Func(mod.name, m.start, name, bound=m.kind in ("self", "class"))
-                if self.prog.loaded(mod.name) is mod and not self.relevant.within(mod, m.start, m.end):
+                if (mod.name, m.start) in self.running:  # a guess that leads back into itself
+                    vals.append(ANY)
+                elif self.prog.loaded(mod.name) is mod and not self.relevant.within(mod, m.start, m.end):
                     vals.append(self._fallback(f, ANY))  # what call_func gives it, without parsing its module
                 else:
                     vals.append(self.call_func(f, args, kwargs))
@@ -165,6 +167,7 @@ class Calls(Core):
 
     def _call(self, mod: Module, node: Node, f: Func, all_args, all_kwargs, key) -> Val:
         self.active.add(key)
+        self.running[key[1:3]] = self.running.get(key[1:3], 0) + 1
         outermost = self.fuel is None
         if outermost:
             self.fuel = FUEL
@@ -179,6 +182,10 @@ class Calls(Core):
         finally:
             self.depth -= 1
             self.active.discard(key)
+            if self.running[key[1:3]] == 1:
+                del self.running[key[1:3]]
+            else:
+                self.running[key[1:3]] -= 1
             if outermost:
                 self.fuel = None
         if v.taint is not None:

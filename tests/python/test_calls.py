@@ -122,6 +122,36 @@ def test_a_method_called_on_an_unknown_receiver_is_found_by_name():
     assert value(it, use, "OK", cap="9.0").only() is False
 
 
+def test_a_method_found_by_name_is_not_run_again_inside_itself():
+    # a compiled module's ``plan`` called from each wrapper's ``plan``: guessed by name, each
+    # guess would lead back into the others (with new arguments each time) until the fuel ran out
+    prog = program(
+        **{
+            "w.py": """
+            import torch
+            class Prefill:
+                def plan(self, n):
+                    self._info = self._module.plan(n + 1)
+                    return torch.cuda.get_device_capability()[0] == 9
+            class Decode:
+                def plan(self, n):
+                    self._info = self._module.plan(n + 1)
+                    return torch.cuda.get_device_capability()[0] == 10
+            """,
+            "use.py": "OK = get_wrapper().plan(1)\n",
+        }
+    )
+    it = interp(prog)
+    runs: list[int] = []
+    run = it._run
+    it._run = lambda mod, node, *rest: runs.append(node.start_byte) or run(mod, node, *rest)  # type: ignore[method-assign]
+    use = prog.by_path["use.py"]
+    assert value(it, use, "OK", cap="8.0").elems == {False}
+    assert len(runs) == 4  # Prefill.plan(1) runs Decode.plan(2); Decode.plan(1) runs Prefill.plan(2)
+    assert value(it, use, "OK", cap="9.0").elems == {True, False}
+    assert not it.running
+
+
 def test_a_platform_api_test_compares_the_capability_number():
     prog = program(**{"r.py": "from vllm.platforms import current_platform as p\nOK = p.has_device_capability(90)\n"})
     it = interp(prog)
