@@ -167,7 +167,7 @@ class Calls(Core):
 
     def _call(self, mod: Module, node: Node, f: Func, all_args, all_kwargs, key) -> Val:
         self.active.add(key)
-        self.running[key[1:3]] = self.running.get(key[1:3], 0) + 1
+        self.running.append(key[1:3])
         outermost = self.fuel is None
         if outermost:
             self.fuel = FUEL
@@ -182,10 +182,7 @@ class Calls(Core):
         finally:
             self.depth -= 1
             self.active.discard(key)
-            if self.running[key[1:3]] == 1:
-                del self.running[key[1:3]]
-            else:
-                self.running[key[1:3]] -= 1
+            self.running.pop()
             if outermost:
                 self.fuel = None
         if v.taint is not None:

@@ -100,8 +100,8 @@ class Core:
         self.per_toolkit: dict = {}
         self.active: set = set()
         """Keys being computed: a recursion gives an unknown."""
-        self.running: dict[tuple[str, int], int] = {}
-        """Definitions being run, by (module, offset), with how many times: a method found by
+        self.running: list[tuple[str, int]] = []
+        """The definitions being run, outermost first, by (module, offset): a method found by
         its name alone (:meth:`by_name`) is not run again inside itself."""
         self.depth = 0
         """Nested evaluations of globals and calls: past :data:`MAX_DEPTH` a value is unknown."""
