@@ -404,7 +404,7 @@ def held_once(gates: Iterable[Gate]) -> list[Gate]:
     pool: dict = {}
     one = pool.setdefault
     values = attrgetter(*(f.name for f in fields(Gate)))
-    return [Gate(*[one(v, v) if type(v) is str or type(v) is tuple else v for v in values(g)]) for g in gates]
+    return [Gate(*[one(v, v) if type(v) in (str, tuple) else v for v in values(g)]) for g in gates]
 
 
 EXCERPT_BEFORE = 1

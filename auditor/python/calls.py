@@ -47,8 +47,9 @@ _PARAMETER = taint(GateKind.CAPABILITY_COMPARE, ResolvedBy.LITERAL)
 class Calls(Core):
     """Calls of the input's functions, methods and lambdas, and of names it does not resolve."""
 
-    def e_call(self, node: Node, fr: Frame) -> Val:
-        discarded, self.discarded = self.discarded == node, None
+    def e_call(self, node: Node, fr: Frame, run: bool = True) -> Val:
+        """A call's value. ``run=False``: a call whose value its statement throws away (scan
+        mode), its callee and arguments evaluated (and recorded), no body run."""
         fnode = child(node, "function")
         args, kwargs, splat = self._arguments(child(node, "arguments"), fr)
         name = callee_name(fnode)
@@ -62,7 +63,7 @@ class Calls(Core):
             ):
                 return self.api(name, args, kwargs)
         callee = self.eval(fnode, fr)
-        if discarded:
+        if not run:
             return ANY
         outs = [self.call_elem(x, args, kwargs, name, splat) for x in callee.elems]
         return join(*outs).with_taint(callee.taint) if outs else NOTHING
@@ -122,9 +123,10 @@ class Calls(Core):
                     v = self.global_value(mod, name)
                     vals.append(join(*[self.call_elem(e, args, kwargs, "") for e in v.elems]).with_taint(v.taint))
         else:
+            running = {key[1:3] for key in self.active if key[0] == "c"}  # the definitions being run
             for mod, m in self.prog.method_definers(name):
                 f = Func(mod.name, m.start, name, bound=m.kind in ("self", "class"))
-                if (mod.name, m.start) in self.running:  # a guess that leads back into itself
+                if (mod.name, m.start) in running:  # a guess that leads back into itself
                     vals.append(ANY)
                 elif self.prog.loaded(mod.name) is mod and not self.relevant.within(mod, m.start, m.end):
                     vals.append(self._fallback(f, ANY))  # what call_func gives it, without parsing its module
@@ -167,7 +169,6 @@ class Calls(Core):
 
     def _call(self, mod: Module, node: Node, f: Func, all_args, all_kwargs, key) -> Val:
         self.active.add(key)
-        self.running.append(key[1:3])
         outermost = self.fuel is None
         if outermost:
             self.fuel = FUEL
@@ -182,7 +183,6 @@ class Calls(Core):
         finally:
             self.depth -= 1
             self.active.discard(key)
-            self.running.pop()
             if outermost:
                 self.fuel = None
         if v.taint is not None:

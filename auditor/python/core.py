@@ -100,17 +100,11 @@ class Core:
         self.per_toolkit: dict = {}
         self.active: set = set()
         """Keys being computed: a recursion gives an unknown."""
-        self.running: list[tuple[str, int]] = []
-        """The definitions being run, outermost first, by (module, offset): a method found by
-        its name alone (:meth:`by_name`) is not run again inside itself."""
         self.depth = 0
         """Nested evaluations of globals and calls: past :data:`MAX_DEPTH` a value is unknown."""
         self.recording = False
         """Scan mode: every evaluation is kept in ``recorded``, both arms of a choice evaluated."""
         self.recorded: list = []
-        self.discarded: Node | None = None
-        """A call whose value its statement throws away (scan mode): its callee and arguments
-        are evaluated and recorded, its body is not run (a statement's value is no gate)."""
         self.conditions: set[int] = set()
         """Ids of the nodes a scan tested as conditions (gates even when not arch-dependent)."""
         self.globals_read: dict[int, tuple[Node, Module, str]] = {}
@@ -186,6 +180,7 @@ class Core:
     if TYPE_CHECKING:  # what the concerns ask of each other (defined in the mixins)
 
         def eval(self, node: Node, fr: Frame) -> Val: ...
+        def e_call(self, node: Node, fr: Frame, run: bool = True) -> Val: ...
         def global_value(self, mod: Module, name: str, seen: frozenset = frozenset()) -> Val: ...
         def import_value(self, target: str) -> Val: ...
         def qual_of(self, mod: Module, node: Node) -> str: ...

@@ -104,8 +104,9 @@ class Statements(Core):
             for c in s.named_children:
                 if c.type in ("assignment", "augmented_assignment"):
                     self.assign(c, st, fr)
+                elif self.recording and c.type == "call":  # a statement's value is no gate: no body is run
+                    self.recorded.append((c, self.e_call(c, fr, run=False)))
                 elif self.recording:
-                    self.discarded = c if c.type == "call" else None
                     self.eval(c, fr)
             return st
         if t == "return_statement":

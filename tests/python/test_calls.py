@@ -149,7 +149,7 @@ def test_a_method_found_by_name_is_not_run_again_inside_itself():
     assert value(it, use, "OK", cap="8.0").elems == {False}
     assert len(runs) == 4  # Prefill.plan(1) runs Decode.plan(2); Decode.plan(1) runs Prefill.plan(2)
     assert value(it, use, "OK", cap="9.0").elems == {True, False}
-    assert not it.running
+    assert not it.active  # no definition is left running
 
 
 def test_a_platform_api_test_compares_the_capability_number():
